@@ -1,0 +1,55 @@
+# The README's two commands: `make train` and `make test`. Each sets up everything it needs on a
+# fresh machine (system library, .venv, torch, dependencies, the compiled ops) and is a no-op for
+# any step whose inputs did not change.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+TORCH_VERSION ?= 2.13.0
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+# Pins the torch that is installed (2.13.0+cpu here, a CUDA build on a GPU machine) for every later
+# install, so no dependency can pull another torch.
+TORCH_PIN := $(VENV)/torch-constraint.txt
+DEPS_STAMP := $(VENV)/.deps-installed
+EXT_STAMP := $(VENV)/.extension-built
+CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh')
+
+.PHONY: setup build test train bench clean
+
+setup: $(DEPS_STAMP)
+
+$(DEPS_STAMP): pyproject.toml requirements.lock
+	@# open3d needs libusb at import time; the machines run as root with Debian's apt.
+	@if ! ldconfig -p | grep -q 'libusb-1.0.so.0'; then \
+		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+			echo "installing libusb-1.0-0 (needed by open3d)"; \
+			(apt-get install -y -qq libusb-1.0-0 >/dev/null 2>&1 || \
+			 (apt-get update -qq >/dev/null && apt-get install -y -qq libusb-1.0-0 >/dev/null)); \
+		else echo "warning: libusb-1.0 is missing and cannot be installed here; open3d will not import"; fi; \
+	fi
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q "torch==$(TORCH_VERSION)"
+	@echo "torch==$$($(PY) -c 'import torch; print(torch.__version__)')" > $(TORCH_PIN)
+	$(PIP) install -q -c $(TORCH_PIN) -c requirements.lock setuptools wheel ninja
+	$(PIP) install -q -c $(TORCH_PIN) -c requirements.lock --no-build-isolation -e ".[test]"
+	@touch $(EXT_STAMP) $@
+
+# Incremental rebuild of contactnet._C (ninja, only changed sources) when csrc/ changes.
+$(EXT_STAMP): $(DEPS_STAMP) $(CSRC) setup.py
+	MAX_JOBS=$$(nproc) $(PY) setup.py -q build_ext --inplace
+	@touch $@
+
+build: $(EXT_STAMP)
+
+test: build
+	$(PY) -m pytest -q tests
+
+train: build
+	$(PY) train.py
+
+bench: build
+	$(PY) benchmarks/triangle_distance.py
+
+clean:
+	rm -rf build $(VENV) contactnet/*.so *.egg-info

@@ -1,0 +1,30 @@
+// Runs a per-index functor over [0, n) on torch's intra-op thread pool.
+#pragma once
+
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+
+namespace contactnet {
+
+// grain: indices per task; pick it so one task costs a few microseconds at least.
+template <typename F>
+void parallel_for_each(int64_t n, int64_t grain, const F& f) {
+  at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) f(i);
+  });
+}
+
+}  // namespace contactnet
+
+namespace contactnet {
+
+// Launcher for the device-generic op implementations (see e.g. primitive_distance.h).
+struct CpuLauncher {
+  int64_t grain;
+  template <typename F>
+  void operator()(const at::Tensor& /*like*/, int64_t n, const F& f) const {
+    parallel_for_each(n, grain, f);
+  }
+};
+
+}  // namespace contactnet

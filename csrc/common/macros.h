@@ -1,0 +1,29 @@
+// One marker for math that must run on both devices: host+device under nvcc, plain inline under g++.
+#pragma once
+
+#if defined(__CUDACC__)
+#define CN_HD __host__ __device__ __forceinline__
+#else
+#define CN_HD inline
+#endif
+
+namespace contactnet {
+
+// Thresholds that depend on precision. All are relative (scale-free), so the same code is
+// correct for 1e-4 m and 1e3 m inputs.
+template <typename T>
+struct Eps;
+template <>
+struct Eps<float> {
+  // |d1 x d2|^2 <= parallel * |d1|^2 |d2|^2 treats two directions as parallel.
+  static constexpr float parallel = 1e-10f;
+  // |ab x ac|^2 <= degenerate * |ab|^2 |ac|^2 treats a triangle as a segment.
+  static constexpr float degenerate = 1e-12f;
+};
+template <>
+struct Eps<double> {
+  static constexpr double parallel = 1e-24;
+  static constexpr double degenerate = 1e-28;
+};
+
+}  // namespace contactnet

@@ -1,0 +1,20 @@
+"""Shared test fixtures: the devices to run on (CUDA tests skip, never fail, without a GPU)."""
+
+import pytest
+import torch
+
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.cuda,
+            pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+        ],
+    ),
+]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    return request.param
