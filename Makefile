@@ -45,8 +45,11 @@ build: $(EXT_STAMP)
 test: build
 	$(PY) -m pytest -q tests
 
+# Until the models issue lands, the main job is the exact-kernel benchmark on built-in data.
 train: build
-	$(PY) train.py
+	@echo "make train: training LOCC / Global-OCN is not implemented yet, so this runs the exact"
+	@echo "kernel benchmark on built-in random data instead (nothing is trained)."
+	$(PY) benchmarks/triangle_distance.py
 
 bench: build
 	$(PY) benchmarks/triangle_distance.py

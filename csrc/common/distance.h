@@ -183,14 +183,12 @@ CN_HD int8_t edge_edge_type_from_params(T s, T t) {
 }
 
 // Ericson §5.1.9 with relative (scale-free) tests for zero-length and parallel segments.
+// d1 = a1 - a0, d2 = b1 - b0, and their squared lengths a, e are passed in so that callers
+// testing many edge pairs compute them once per edge.
 template <typename T>
-CN_HD SegmentSegmentResult<T> segment_segment_closest(const Vec3<T>& a0, const Vec3<T>& a1,
-                                                      const Vec3<T>& b0, const Vec3<T>& b1) {
-  const Vec3<T> d1 = a1 - a0;
-  const Vec3<T> d2 = b1 - b0;
+CN_HD SegmentSegmentResult<T> segment_segment_closest(const Vec3<T>& a0, const Vec3<T>& d1, T a,
+                                                      const Vec3<T>& b0, const Vec3<T>& d2, T e) {
   const Vec3<T> r = a0 - b0;
-  const T a = norm2(d1);
-  const T e = norm2(d2);
   const T f = dot(d2, r);
   T s, t;
   if (a == T(0) && e == T(0)) {
@@ -219,8 +217,16 @@ CN_HD SegmentSegmentResult<T> segment_segment_closest(const Vec3<T>& a0, const V
       }
     }
   }
-  const T d2s = norm2((a0 + s * d1) - (b0 + t * d2));
+  const T d2s = norm2((r + s * d1) - t * d2);  // (a0 + s d1) - (b0 + t d2)
   return {d2s, s, t, edge_edge_type_from_params(s, t)};
+}
+
+template <typename T>
+CN_HD SegmentSegmentResult<T> segment_segment_closest(const Vec3<T>& a0, const Vec3<T>& a1,
+                                                      const Vec3<T>& b0, const Vec3<T>& b1) {
+  const Vec3<T> d1 = a1 - a0;
+  const Vec3<T> d2 = b1 - b0;
+  return segment_segment_closest(a0, d1, norm2(d1), b0, d2, norm2(d2));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -233,18 +239,11 @@ struct TriangleTriangleResult {
   bool intersecting;
 };
 
-// Where the segment p0p1 crosses the plane of triangle (t0, t1, t2) inside the triangle, returns
-// true with the segment parameter u and the triangle's barycentric weights w.
+// Barycentric weights of x (assumed in or near the plane of t0 t1 t2, normal n = (t1-t0)x(t2-t0),
+// nn = |n|^2 > 0) and whether x lies inside the triangle (all weights >= 0).
 template <typename T>
-CN_HD bool segment_crosses_triangle(const Vec3<T>& p0, const Vec3<T>& p1, T s0, T s1,
-                                    const Vec3<T>& t0, const Vec3<T>& t1, const Vec3<T>& t2,
-                                    const Vec3<T>& n, T& u, T w[3]) {
-  // s0, s1: signed plane distances (times |n|) of p0, p1. A segment lying in the plane is left
-  // to the vertex–face and edge–edge features, which find its zero distance.
-  if (s0 * s1 > T(0) || s0 == s1) return false;
-  u = s0 / (s0 - s1);
-  const Vec3<T> x = lerp(p0, p1, u);
-  const T nn = norm2(n);
+CN_HD bool face_barycentric(const Vec3<T>& x, const Vec3<T>& t0, const Vec3<T>& t1,
+                            const Vec3<T>& t2, const Vec3<T>& n, T nn, T w[3]) {
   const T b0 = dot(cross(t2 - t1, x - t1), n);
   const T b1 = dot(cross(t0 - t2, x - t2), n);
   const T b2 = dot(cross(t1 - t0, x - t0), n);
@@ -255,15 +254,31 @@ CN_HD bool segment_crosses_triangle(const Vec3<T>& p0, const Vec3<T>& p1, T s0, 
   return true;
 }
 
+// Where the segment p0p1 crosses the plane of triangle (t0, t1, t2) inside the triangle, returns
+// true with the segment parameter u and the triangle's barycentric weights w.
+template <typename T>
+CN_HD bool segment_crosses_triangle(const Vec3<T>& p0, const Vec3<T>& p1, T s0, T s1,
+                                    const Vec3<T>& t0, const Vec3<T>& t1, const Vec3<T>& t2,
+                                    const Vec3<T>& n, T nn, T& u, T w[3]) {
+  // s0, s1: signed plane distances (times |n|) of p0, p1. A segment lying in the plane is left
+  // to the vertex–face and edge–edge features, which find its zero distance.
+  if (s0 * s1 > T(0) || s0 == s1) return false;
+  u = s0 / (s0 - s1);
+  return face_barycentric(lerp(p0, p1, u), t0, t1, t2, n, nn, w);
+}
+
 template <typename T>
 CN_HD bool same_strict_side(T s0, T s1, T s2) {
   return (s0 > T(0) && s1 > T(0) && s2 > T(0)) || (s0 < T(0) && s1 < T(0) && s2 < T(0));
 }
 
-// The minimum over the 6 vertex–face and 9 edge–edge features is the distance of two
-// non-intersecting triangles; intersection itself is detected by an edge of one triangle
-// crossing the other (true for every non-coplanar intersection; coplanar overlaps have a
-// zero-distance feature already).
+// Triangle–triangle distance as the minimum over two kinds of features:
+//  - a vertex of one triangle whose projection falls inside the other's face (plane distance);
+//  - the 9 edge–edge pairs (which also cover vertices that project outside the other face).
+// Together they realise the distance of any two non-intersecting triangles. Intersection itself
+// is detected by an edge of one triangle crossing the other (true for every non-coplanar
+// intersection; coplanar overlaps have a zero-distance feature already). Degenerate triangles
+// (no usable plane) take part through their edges only.
 template <typename T>
 CN_HD TriangleTriangleResult<T> triangle_triangle_closest(const Vec3<T> A[3], const Vec3<T> B[3]) {
   TriangleTriangleResult<T> res;
@@ -272,13 +287,23 @@ CN_HD TriangleTriangleResult<T> triangle_triangle_closest(const Vec3<T> A[3], co
 
   const Vec3<T> nA = cross(A[1] - A[0], A[2] - A[0]);
   const Vec3<T> nB = cross(B[1] - B[0], B[2] - B[0]);
+  const T nnA = norm2(nA);
+  const T nnB = norm2(nB);
+  const bool planeA = !triangle_is_degenerate(A[1] - A[0], A[2] - A[0], nA);
+  const bool planeB = !triangle_is_degenerate(B[1] - B[0], B[2] - B[0], nB);
+  // Signed plane distances times |n| of each triangle's vertices to the other's plane.
   const T sA[3] = {dot(nB, A[0] - B[0]), dot(nB, A[1] - B[0]), dot(nB, A[2] - B[0])};
   const T sB[3] = {dot(nA, B[0] - A[0]), dot(nA, B[1] - A[0]), dot(nA, B[2] - A[0])};
-  if (!same_strict_side(sA[0], sA[1], sA[2]) && !same_strict_side(sB[0], sB[1], sB[2])) {
+
+  // A plane with all of the other triangle strictly on one side separates them.
+  const bool separated = (planeB && same_strict_side(sA[0], sA[1], sA[2])) ||
+                         (planeA && same_strict_side(sB[0], sB[1], sB[2]));
+  if (!separated) {
     for (int i = 0; i < 3; ++i) {
       const int j = (i + 1) % 3;
       T u, w[3];
-      if (segment_crosses_triangle(A[i], A[j], sA[i], sA[j], B[0], B[1], B[2], nB, u, w)) {
+      if (planeB &&
+          segment_crosses_triangle(A[i], A[j], sA[i], sA[j], B[0], B[1], B[2], nB, nnB, u, w)) {
         res.dist2 = T(0);
         res.wa[i] = T(1) - u;
         res.wa[j] = u;
@@ -286,7 +311,8 @@ CN_HD TriangleTriangleResult<T> triangle_triangle_closest(const Vec3<T> A[3], co
         res.intersecting = true;
         return res;
       }
-      if (segment_crosses_triangle(B[i], B[j], sB[i], sB[j], A[0], A[1], A[2], nA, u, w)) {
+      if (planeA &&
+          segment_crosses_triangle(B[i], B[j], sB[i], sB[j], A[0], A[1], A[2], nA, nnA, u, w)) {
         res.dist2 = T(0);
         res.wb[i] = T(1) - u;
         res.wb[j] = u;
@@ -297,42 +323,18 @@ CN_HD TriangleTriangleResult<T> triangle_triangle_closest(const Vec3<T> A[3], co
     }
   }
 
-  // Vertex of A against triangle B.
-  {
-    const PointTriangleResult<T> r = point_triangle_closest(A[0], B[0], B[1], B[2]);
-    res.dist2 = r.dist2;
-    res.wa[0] = T(1);
-    res.wb[0] = r.w0;
-    res.wb[1] = r.w1;
-    res.wb[2] = r.w2;
-  }
-  for (int i = 1; i < 3; ++i) {
-    const PointTriangleResult<T> r = point_triangle_closest(A[i], B[0], B[1], B[2]);
-    if (r.dist2 < res.dist2) {
-      res.dist2 = r.dist2;
-      for (int k = 0; k < 3; ++k) res.wa[k] = T(k == i);
-      res.wb[0] = r.w0;
-      res.wb[1] = r.w1;
-      res.wb[2] = r.w2;
-    }
-  }
-  // Vertex of B against triangle A.
-  for (int j = 0; j < 3; ++j) {
-    const PointTriangleResult<T> r = point_triangle_closest(B[j], A[0], A[1], A[2]);
-    if (r.dist2 < res.dist2) {
-      res.dist2 = r.dist2;
-      for (int k = 0; k < 3; ++k) res.wb[k] = T(k == j);
-      res.wa[0] = r.w0;
-      res.wa[1] = r.w1;
-      res.wa[2] = r.w2;
-    }
-  }
   // Edge of A against edge of B.
+  const Vec3<T> eA[3] = {A[1] - A[0], A[2] - A[1], A[0] - A[2]};
+  const Vec3<T> eB[3] = {B[1] - B[0], B[2] - B[1], B[0] - B[2]};
+  const T lA[3] = {norm2(eA[0]), norm2(eA[1]), norm2(eA[2])};
+  const T lB[3] = {norm2(eB[0]), norm2(eB[1]), norm2(eB[2])};
+  res.dist2 = T(INFINITY);
   for (int i = 0; i < 3; ++i) {
     const int i1 = (i + 1) % 3;
     for (int j = 0; j < 3; ++j) {
       const int j1 = (j + 1) % 3;
-      const SegmentSegmentResult<T> r = segment_segment_closest(A[i], A[i1], B[j], B[j1]);
+      const SegmentSegmentResult<T> r =
+          segment_segment_closest(A[i], eA[i], lA[i], B[j], eB[j], lB[j]);
       if (r.dist2 < res.dist2) {
         res.dist2 = r.dist2;
         for (int k = 0; k < 3; ++k) res.wa[k] = res.wb[k] = T(0);
@@ -340,6 +342,40 @@ CN_HD TriangleTriangleResult<T> triangle_triangle_closest(const Vec3<T> A[3], co
         res.wa[i1] = r.s;
         res.wb[j] = T(1) - r.t;
         res.wb[j1] = r.t;
+        // If the slab orthogonal to (pb - pa) through pa and pb has A on one side and B on the
+        // other, no pair can be closer: stop (PQP's early exit).
+        const Vec3<T> pa = A[i] + r.s * eA[i];
+        const Vec3<T> pb = B[j] + r.t * eB[j];
+        const Vec3<T> v = pb - pa;
+        if (r.dist2 > T(0) && dot(A[0] - pa, v) <= T(0) && dot(A[1] - pa, v) <= T(0) &&
+            dot(A[2] - pa, v) <= T(0) && dot(B[0] - pb, v) >= T(0) &&
+            dot(B[1] - pb, v) >= T(0) && dot(B[2] - pb, v) >= T(0)) {
+          return res;
+        }
+      }
+    }
+  }
+  // Vertex of one triangle over the face of the other: distance |s| / |n|.
+  for (int i = 0; i < 3; ++i) {
+    T w[3];
+    if (planeB) {
+      const T d2 = sA[i] * sA[i] / nnB;
+      if (d2 < res.dist2 && face_barycentric(A[i] - (sA[i] / nnB) * nB, B[0], B[1], B[2], nB, nnB, w)) {
+        res.dist2 = d2;
+        for (int k = 0; k < 3; ++k) {
+          res.wa[k] = T(k == i);
+          res.wb[k] = w[k];
+        }
+      }
+    }
+    if (planeA) {
+      const T d2 = sB[i] * sB[i] / nnA;
+      if (d2 < res.dist2 && face_barycentric(B[i] - (sB[i] / nnA) * nA, A[0], A[1], A[2], nA, nnA, w)) {
+        res.dist2 = d2;
+        for (int k = 0; k < 3; ++k) {
+          res.wb[k] = T(k == i);
+          res.wa[k] = w[k];
+        }
       }
     }
   }
