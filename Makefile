@@ -30,7 +30,7 @@ $(DEPS_STAMP): pyproject.toml requirements.lock
 	fi
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q "torch==$(TORCH_VERSION)"
-	@echo "torch==$$($(PY) -c 'import torch; print(torch.__version__)')" > $(TORCH_PIN)
+	@echo "torch==$$($(PY) -c 'import torch; print(torch.__version__)' 2>/dev/null)" > $(TORCH_PIN)
 	$(PIP) install -q -c $(TORCH_PIN) -c requirements.lock setuptools wheel ninja
 	$(PIP) install -q -c $(TORCH_PIN) -c requirements.lock --no-build-isolation -e ".[test]"
 	@touch $(EXT_STAMP) $@

@@ -81,3 +81,10 @@ def test_missing_extension_error_says_how_to_build(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "contactnet._C" in out.stdout and "make build" in out.stdout
+
+
+def test_set_up_makes_the_chosen_stack_importable():
+    """`make` set-up must leave every dependency importable, open3d included (it needs the
+    system libusb, which the set-up installs)."""
+    code = "import open3d, wandb, lightning, hydra, trimesh, warp, fcl, ipctk, klampt"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
