@@ -1,0 +1,159 @@
+"""Object sets: the procedural families (built-in default) or a folder of real meshes, turned into
+per-object cached files that pair generation and training read.
+
+Layout of a set folder:
+    manifest.json         spec, object table (name, family, source, sizes), skipped meshes, versions
+    objects/<name>.npz    vertices (V, 3), faces (F, 3), points (K, 3), normals (K, 3), aabb (2, 3)
+
+Each object file is a pure function of (spec, object index) and is written atomically, so an
+interrupted build resumes by skipping the objects already on disk.
+
+    python -m contactnet.data.objects --out data/objects/procedural --objects-per-family 8
+    python -m contactnet.data.objects --out data/objects/ycb --mesh-folder /data/ycb --scale 1.0
+"""
+
+import argparse
+import platform
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from contactnet.data.mesh_folder import load_mesh_folder
+from contactnet.data.procedural import FAMILIES, make_object
+from contactnet.data.storage import save_npz_atomic, write_json_atomic
+from contactnet.geometry.sampling import sample_surface_even
+
+
+@dataclass
+class ObjectSetSpec:
+    source: str = "procedural"  # "procedural" or a folder of meshes
+    families: list[str] | None = None  # procedural only; None = every family
+    objects_per_family: int = 8  # procedural only
+    seed: int = 0
+    num_points: int = 1500  # K surface samples per object
+    scale: float = 1.0  # folder only: the paper also tests 0.7x-2x
+
+
+@dataclass
+class ObjectSet:
+    """A loaded object set: meshes, point clouds with normals and boxes, indexed by object id."""
+
+    root: Path
+    names: list[str]
+    families: list[str]
+    vertices: list[np.ndarray]
+    faces: list[np.ndarray]
+    points: np.ndarray  # (N, K, 3)
+    normals: np.ndarray  # (N, K, 3)
+    aabb: np.ndarray  # (N, 2, 3) min and max corners, object frame
+    manifest: dict = field(repr=False, default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def _object_seed(base_seed: int, family: str, index: int) -> int:
+    """A seed that depends only on (set seed, family name, index): stable if families are added."""
+    return int(np.random.SeedSequence([base_seed, zlib.crc32(family.encode()), index]).generate_state(1)[0])
+
+
+def _procedural_sources(spec: ObjectSetSpec):
+    families = spec.families or list(FAMILIES)
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        raise ValueError(f"families: unknown {unknown}; expected names from {sorted(FAMILIES)}")
+    if spec.objects_per_family <= 0:
+        raise ValueError(f"objects_per_family: expected a positive count, got {spec.objects_per_family}")
+    for family in families:
+        for i in range(spec.objects_per_family):
+            seed = _object_seed(spec.seed, family, i)
+            yield f"{family}_{i:03d}", family, f"procedural:{family}:{seed}", lambda f=family, s=seed: make_object(f, s)
+
+
+def build_object_set(spec: ObjectSetSpec, out_dir: str | Path, progress: bool = True) -> dict:
+    """Build (or finish building) the object set of `spec` in `out_dir`; returns the manifest."""
+    from tqdm import tqdm
+
+    out_dir = Path(out_dir)
+    if spec.num_points <= 0:
+        raise ValueError(f"num_points: expected a positive count, got {spec.num_points}")
+    skipped = []
+    if spec.source == "procedural":
+        sources = list(_procedural_sources(spec))
+    else:
+        meshes, folder = load_mesh_folder(spec.source, spec.scale)
+        skipped = folder.skipped
+        sources = [(m.name, Path(m.path).parent.name if folder.layout == "files" else m.name,
+                    m.path, lambda m=m: (m.vertices, m.faces)) for m in meshes]
+
+    table = []
+    for index, (name, family, source, make) in enumerate(tqdm(sources, desc="objects", disable=not progress)):
+        path = out_dir / "objects" / f"{name}.npz"
+        if path.exists():  # finished by an earlier (possibly interrupted) run
+            with np.load(path) as cached:
+                n_vertices, n_faces, aabb = len(cached["vertices"]), len(cached["faces"]), cached["aabb"]
+        else:
+            vertices, faces = make()
+            points, normals, _ = sample_surface_even(vertices, faces, spec.num_points, seed=spec.seed + index)
+            aabb = np.stack([vertices.min(0), vertices.max(0)])
+            save_npz_atomic(path, vertices=vertices, faces=faces, points=points.astype(np.float32),
+                            normals=normals.astype(np.float32), aabb=aabb)
+            n_vertices, n_faces = len(vertices), len(faces)
+        table.append({"name": name, "family": family, "source": source, "vertices": n_vertices,
+                      "faces": n_faces, "extent_m": float((aabb[1] - aabb[0]).max())})
+
+    manifest = {
+        "format": "contactnet.object_set/1",
+        "spec": asdict(spec),
+        "objects": table,
+        "skipped": skipped,
+        "versions": {"python": platform.python_version(), "numpy": np.__version__},
+    }
+    write_json_atomic(out_dir / "manifest.json", manifest)
+    return manifest
+
+
+def load_object_set(root: str | Path) -> ObjectSet:
+    """Load a set written by `build_object_set`."""
+    import json
+
+    root = Path(root)
+    manifest_path = root / "manifest.json"
+    if not manifest_path.exists():
+        raise FileNotFoundError(f"root: {root} has no manifest.json; build it with build_object_set")
+    manifest = json.loads(manifest_path.read_text())
+    names, families, vertices, faces, points, normals, aabb = [], [], [], [], [], [], []
+    for entry in manifest["objects"]:
+        with np.load(root / "objects" / f"{entry['name']}.npz") as data:
+            vertices.append(data["vertices"])
+            faces.append(data["faces"])
+            points.append(data["points"])
+            normals.append(data["normals"])
+            aabb.append(data["aabb"])
+        names.append(entry["name"])
+        families.append(entry["family"])
+    return ObjectSet(root, names, families, vertices, faces, np.stack(points), np.stack(normals),
+                     np.stack(aabb), manifest)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="Build an object set (procedural or from a mesh folder).")
+    parser.add_argument("--out", required=True, help="output folder, e.g. data/objects/procedural")
+    parser.add_argument("--mesh-folder", default=None, help="folder of real meshes (GSO, YCB, EGAD, any)")
+    parser.add_argument("--families", nargs="*", default=None, help=f"procedural families {sorted(FAMILIES)}")
+    parser.add_argument("--objects-per-family", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--num-points", type=int, default=1500)
+    parser.add_argument("--scale", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    spec = ObjectSetSpec(source=args.mesh_folder or "procedural", families=args.families,
+                         objects_per_family=args.objects_per_family, seed=args.seed,
+                         num_points=args.num_points, scale=args.scale)
+    manifest = build_object_set(spec, args.out)
+    print(f"{len(manifest['objects'])} objects in {args.out} ({len(manifest['skipped'])} meshes skipped)")
+
+
+if __name__ == "__main__":
+    main()

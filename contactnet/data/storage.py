@@ -1,0 +1,38 @@
+"""Crash-safe files for datasets: every file is written to a temporary name in the same folder and
+renamed into place, so a reader (or a resumed run) sees either the whole file or none of it."""
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+
+def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
+    """Call `write(tmp_path)`, then rename tmp_path to `path` (atomic on POSIX)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
+
+
+def save_npz_atomic(path: str | Path, **arrays: np.ndarray) -> Path:
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+    return atomic_write(path, write)
+
+
+def write_json_atomic(path: str | Path, payload: dict) -> Path:
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(payload, indent=2)))
