@@ -23,10 +23,13 @@ def test_object_file_stems_are_unique():
 
 
 def test_every_op_folder_has_cpu_and_cuda_sources():
+    """Device ops (those with shared `<op>_kernels.h` math) ship both; host-only builders
+    (the BVH, built once on the CPU and moved with the library) ship a CPU file only."""
     for folder in CSRC.iterdir():
         if folder.is_dir() and folder.name != "common":
             assert (folder / f"{folder.name}_cpu.cpp").exists(), folder
-            assert (folder / f"{folder.name}_cuda.cu").exists(), folder
+            if (folder / f"{folder.name}_kernels.h").exists():
+                assert (folder / f"{folder.name}_cuda.cu").exists(), folder
 
 
 def _nvcc_compile(cu: Path, out_dir: Path) -> tuple[Path, int, str]:

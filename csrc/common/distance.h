@@ -217,7 +217,25 @@ CN_HD SegmentSegmentResult<T> segment_segment_closest(const Vec3<T>& a0, const V
       }
     }
   }
-  const T d2s = norm2((r + s * d1) - t * d2);  // (a0 + s d1) - (b0 + t d2)
+  T d2s = norm2((r + s * d1) - t * d2);  // (a0 + s d1) - (b0 + t d2)
+  // Nearly parallel segments make (b f - c e) / denom cancel catastrophically (errors ~1e-9 m on
+  // metre-long float64 segments sharing an end). Their minimum is then at an endpoint of one of
+  // them up to O(sin^2) terms, so the four endpoint-to-segment distances, each well conditioned,
+  // can only improve the candidate.
+  if (a > T(0) && e > T(0)) {
+    const T b = dot(d1, d2);
+    if (a * e - b * b <= Eps<T>::near_parallel * a * e) {
+      const T c = dot(d1, r);
+      const T ts[2] = {clamp01(f / e), clamp01((f + b) / e)};  // a0, a1 onto segment b
+      const T ss[2] = {clamp01(-c / a), clamp01((b - c) / a)};  // b0, b1 onto segment a
+      for (int k = 0; k < 2; ++k) {
+        const T dk = norm2((r + T(k) * d1) - ts[k] * d2);
+        if (dk < d2s) { d2s = dk; s = T(k); t = ts[k]; }
+        const T dl = norm2((r + ss[k] * d1) - T(k) * d2);
+        if (dl < d2s) { d2s = dl; s = ss[k]; t = T(k); }
+      }
+    }
+  }
   return {d2s, s, t, edge_edge_type_from_params(s, t)};
 }
 

@@ -17,12 +17,16 @@ template <>
 struct Eps<float> {
   // |d1 x d2|^2 <= parallel * |d1|^2 |d2|^2 treats two directions as parallel.
   static constexpr float parallel = 1e-10f;
+  // Below this |d1 x d2|^2 / (|d1|^2 |d2|^2) (angles under ~0.6 deg) segment-segment also tries
+  // the endpoint distances, which stay accurate where the interior formula cancels.
+  static constexpr float near_parallel = 1e-4f;
   // |ab x ac|^2 <= degenerate * |ab|^2 |ac|^2 treats a triangle as a segment.
   static constexpr float degenerate = 1e-12f;
 };
 template <>
 struct Eps<double> {
   static constexpr double parallel = 1e-24;
+  static constexpr double near_parallel = 1e-4;
   static constexpr double degenerate = 1e-28;
 };
 
