@@ -1,0 +1,131 @@
+"""Rigid poses as `(..., 7)` tensors `[x, y, z, qw, qx, qy, qz]` (unit quaternion, metres), and
+their conversions. Pure torch: any device, float32 or float64, any leading batch shape."""
+
+import torch
+
+__all__ = [
+    "check_poses",
+    "compose_poses",
+    "identity_poses",
+    "invert_poses",
+    "matrix_to_pose",
+    "normalize_poses",
+    "pose_to_matrix",
+    "quaternion_to_matrix",
+    "matrix_to_quaternion",
+    "transform_points",
+]
+
+
+def check_poses(poses, name: str = "poses") -> None:
+    """Raise TypeError/ValueError unless `poses` is a finite float tensor of shape (..., 7)."""
+    if not isinstance(poses, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(poses).__name__}")
+    if poses.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"{name}: expected dtype float32 or float64, got {poses.dtype}")
+    if poses.dim() < 1 or poses.shape[-1] != 7:
+        raise ValueError(
+            f"{name}: expected shape (..., 7) [x, y, z, qw, qx, qy, qz], got {tuple(poses.shape)}"
+        )
+    if not bool(torch.isfinite(poses).all()):
+        raise ValueError(f"{name}: contains NaN or Inf")
+    if bool((poses[..., 3:].norm(dim=-1) == 0).any()):
+        raise ValueError(f"{name}: contains a zero quaternion")
+
+
+def normalize_poses(poses: torch.Tensor, name: str = "poses") -> torch.Tensor:
+    """Checked copy of `poses` with unit quaternions (the sign of q is kept)."""
+    check_poses(poses, name)
+    q = poses[..., 3:]
+    return torch.cat([poses[..., :3], q / q.norm(dim=-1, keepdim=True)], dim=-1)
+
+
+def identity_poses(*shape: int, dtype=torch.float32, device=None) -> torch.Tensor:
+    """Identity poses of shape (*shape, 7)."""
+    p = torch.zeros(*shape, 7, dtype=dtype, device=device)
+    p[..., 3] = 1
+    return p
+
+
+def quaternion_to_matrix(q: torch.Tensor) -> torch.Tensor:
+    """(..., 4) [qw, qx, qy, qz] unit quaternions -> (..., 3, 3) rotation matrices."""
+    w, x, y, z = q.unbind(-1)
+    rows = [
+        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+    ]  # fmt: skip
+    return torch.stack(rows, dim=-1).reshape(*q.shape[:-1], 3, 3)
+
+
+def matrix_to_quaternion(r: torch.Tensor) -> torch.Tensor:
+    """(..., 3, 3) rotation matrices -> (..., 4) unit quaternions [qw, qx, qy, qz] with qw >= 0.
+
+    Uses the numerically best of the four closed forms per matrix (largest diagonal term).
+    """
+    m = r
+    t = m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2]
+    cands = torch.stack(
+        [
+            torch.stack([1 + t, m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0],
+                         m[..., 1, 0] - m[..., 0, 1]], -1),
+            torch.stack([m[..., 2, 1] - m[..., 1, 2], 1 + 2 * m[..., 0, 0] - t,
+                         m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0]], -1),
+            torch.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0],
+                         1 + 2 * m[..., 1, 1] - t, m[..., 1, 2] + m[..., 2, 1]], -1),
+            torch.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0],
+                         m[..., 1, 2] + m[..., 2, 1], 1 + 2 * m[..., 2, 2] - t], -1),
+        ],
+        dim=-2,
+    )  # fmt: skip
+    diag = torch.stack([t, m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]], -1)
+    best = diag.argmax(-1)
+    q = torch.gather(cands, -2, best[..., None, None].expand(*best.shape, 1, 4)).squeeze(-2)
+    q = q / q.norm(dim=-1, keepdim=True)
+    return torch.where(q[..., :1] < 0, -q, q)
+
+
+def pose_to_matrix(poses: torch.Tensor) -> torch.Tensor:
+    """(..., 7) poses -> (..., 4, 4) homogeneous matrices."""
+    out = torch.zeros(*poses.shape[:-1], 4, 4, dtype=poses.dtype, device=poses.device)
+    out[..., :3, :3] = quaternion_to_matrix(poses[..., 3:])
+    out[..., :3, 3] = poses[..., :3]
+    out[..., 3, 3] = 1
+    return out
+
+
+def matrix_to_pose(matrices: torch.Tensor) -> torch.Tensor:
+    """(..., 4, 4) homogeneous rigid matrices -> (..., 7) poses."""
+    return torch.cat([matrices[..., :3, 3], matrix_to_quaternion(matrices[..., :3, :3])], dim=-1)
+
+
+def _quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    aw, ax, ay, az = a.unbind(-1)
+    bw, bx, by, bz = b.unbind(-1)
+    return torch.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        dim=-1,
+    )
+
+
+def transform_points(poses: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """Apply poses (..., 7) to points (..., 3) (broadcasting): R p + t."""
+    r = quaternion_to_matrix(poses[..., 3:])
+    return (r @ points[..., None]).squeeze(-1) + poses[..., :3]
+
+
+def compose_poses(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a ∘ b: the pose that applies b first, then a (T_a T_b as matrices)."""
+    return torch.cat([transform_points(a, b[..., :3]), _quat_mul(a[..., 3:], b[..., 3:])], dim=-1)
+
+
+def invert_poses(poses: torch.Tensor) -> torch.Tensor:
+    """Inverse rigid transforms: T^-1 with R^T and -R^T t."""
+    qi = poses[..., 3:] * poses.new_tensor([1, -1, -1, -1])
+    t = -(quaternion_to_matrix(qi) @ poses[..., :3, None]).squeeze(-1)
+    return torch.cat([t, qi], dim=-1)

@@ -1,0 +1,203 @@
+// Contact clustering (Hauser, BLEM §3.4): each contact on body A is a 7-D point
+// (x, wn * n, wp * p) -- position, axis-weighted normal and depth -- and at most k clusters are
+// kept per query. Small sets use agglomerative (centroid-linkage) clustering, which the paper
+// found marginally stabler; large sets use k-means with a deterministic farthest-point
+// initialisation seeded at the deepest contact (no random noise injected into a simulation)
+// and at most k Lloyd iterations (the paper's s = k).
+//
+// A cluster becomes one contact: mean position, normalised mean normal (the deepest member's
+// normal if the mean vanishes), the maximum depth of its members (so clustering never hides
+// penetration), and `source` = the deepest member's row, whose triangle ids it inherits.
+#pragma once
+
+#include <cstdint>
+
+#include "common/box.h"
+#include "common/vec3.h"
+
+namespace contactnet {
+
+template <typename T>
+struct ClusterFunctor {
+  const T* points;          // (N, 3) packed contacts
+  const T* normals;         // (N, 3)
+  const T* depths;          // (N,)
+  const int64_t* offsets;   // (Q + 1,)
+  int64_t k;                // max clusters per query
+  T wn, wp;                 // axis weights of the normal and the depth
+  int64_t hierarchical_max; // sets of at most this size use agglomerative clustering
+  T* sums;                  // scratch (N, 8): feature sums and member count
+  int32_t* labels;          // scratch (N,)
+  T* mind;                  // scratch (N,)
+  T* centroids;             // scratch (Q * k, 8)
+  T* out_points;            // (Q, k, 3)
+  T* out_normals;           // (Q, k, 3)
+  T* out_depths;            // (Q, k)
+  int64_t* out_source;      // (Q, k), -1 for padding
+  int64_t* out_counts;      // (Q,)
+
+  CN_HD void feature(int64_t i, T f[7]) const {
+    f[0] = points[3 * i];
+    f[1] = points[3 * i + 1];
+    f[2] = points[3 * i + 2];
+    f[3] = wn * normals[3 * i];
+    f[4] = wn * normals[3 * i + 1];
+    f[5] = wn * normals[3 * i + 2];
+    f[6] = wp * depths[i];
+  }
+  CN_HD static T dist2(const T a[7], const T* b) {
+    T s = T(0);
+    for (int d = 0; d < 7; ++d) s += (a[d] - b[d]) * (a[d] - b[d]);
+    return s;
+  }
+
+  // Writes cluster `slot` of query q from the members i (rows base + i) with labels[base+i] == l.
+  CN_HD void emit(int64_t q, int64_t slot, int64_t base, int64_t n, int32_t l) const {
+    Vec3<T> x = make_vec3(T(0), T(0), T(0)), nsum = x;
+    T depth = T(0);
+    int64_t deepest = -1, members = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = base + i;
+      if (labels[r] != l) continue;
+      x = x + load3(points + 3 * r);
+      nsum = nsum + load3(normals + 3 * r);
+      if (deepest < 0 || depths[r] > depth) {
+        depth = depths[r];
+        deepest = r;
+      }
+      ++members;
+    }
+    const int64_t o = q * k + slot;
+    store3(out_points + 3 * o, (T(1) / T(members)) * x);
+    const T len = norm(nsum);
+    store3(out_normals + 3 * o,
+           len > T(0) ? (T(1) / len) * nsum : load3(normals + 3 * deepest));
+    out_depths[o] = depth;
+    out_source[o] = deepest;
+  }
+
+  CN_HD void operator()(int64_t q) const {
+    const int64_t base = offsets[q], n = offsets[q + 1] - base;
+    int64_t count = 0;
+    if (n <= k) {
+      for (int64_t i = 0; i < n; ++i) labels[base + i] = static_cast<int32_t>(i);
+      for (int64_t i = 0; i < n; ++i) emit(q, count++, base, n, static_cast<int32_t>(i));
+    } else if (n <= hierarchical_max) {
+      for (int64_t i = 0; i < n; ++i) {
+        T* s = sums + 8 * (base + i);
+        feature(base + i, s);
+        s[7] = T(1);
+        labels[base + i] = static_cast<int32_t>(i);  // parent pointer during merging
+      }
+      for (int64_t active = n; active > k; --active) {
+        T best = T(-1);
+        int64_t bi = -1, bj = -1;
+        for (int64_t i = 0; i < n; ++i) {
+          const T* si = sums + 8 * (base + i);
+          if (si[7] == T(0)) continue;
+          T ci[7];
+          for (int d = 0; d < 7; ++d) ci[d] = si[d] / si[7];
+          for (int64_t j = i + 1; j < n; ++j) {
+            const T* sj = sums + 8 * (base + j);
+            if (sj[7] == T(0)) continue;
+            T cj[7];
+            for (int d = 0; d < 7; ++d) cj[d] = sj[d] / sj[7];
+            const T d2 = dist2(ci, cj);
+            if (best < T(0) || d2 < best) {
+              best = d2;
+              bi = i;
+              bj = j;
+            }
+          }
+        }
+        T* si = sums + 8 * (base + bi);
+        T* sj = sums + 8 * (base + bj);
+        for (int d = 0; d < 8; ++d) si[d] += sj[d];
+        sj[7] = T(0);
+        labels[base + bj] = static_cast<int32_t>(bi);
+      }
+      // Resolve parent pointers to roots (parents have smaller indices, so one forward pass).
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t p = labels[base + i];
+        if (p != i) labels[base + i] = labels[base + p];
+      }
+      for (int64_t i = 0; i < n; ++i)
+        if (labels[base + i] == i) emit(q, count++, base, n, static_cast<int32_t>(i));
+    } else {
+      T* cent = centroids + 8 * q * k;
+      // Farthest-point initialisation from the deepest contact (lowest row on ties).
+      int64_t first = 0;
+      for (int64_t i = 1; i < n; ++i)
+        if (depths[base + i] > depths[base + first]) first = i;
+      feature(base + first, cent);
+      for (int64_t i = 0; i < n; ++i) {
+        T f[7];
+        feature(base + i, f);
+        mind[base + i] = dist2(f, cent);
+      }
+      for (int64_t c = 1; c < k; ++c) {
+        int64_t far = 0;
+        for (int64_t i = 1; i < n; ++i)
+          if (mind[base + i] > mind[base + far]) far = i;
+        feature(base + far, cent + 8 * c);
+        for (int64_t i = 0; i < n; ++i) {
+          T f[7];
+          feature(base + i, f);
+          mind[base + i] = min_(mind[base + i], dist2(f, cent + 8 * c));
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) labels[base + i] = -1;
+      for (int64_t it = 0; it < k; ++it) {
+        bool changed = false;
+        for (int64_t i = 0; i < n; ++i) {
+          T f[7];
+          feature(base + i, f);
+          int32_t best = 0;
+          T bd = dist2(f, cent);
+          for (int64_t c = 1; c < k; ++c) {
+            const T d2 = dist2(f, cent + 8 * c);
+            if (d2 < bd) {
+              bd = d2;
+              best = static_cast<int32_t>(c);
+            }
+          }
+          if (labels[base + i] != best) {
+            labels[base + i] = best;
+            changed = true;
+          }
+        }
+        if (!changed) break;
+        for (int64_t c = 0; c < k; ++c) cent[8 * c + 7] = T(0);
+        // Accumulate into sums (per row) then fold: keep it allocation-free and device-generic.
+        for (int64_t c = 0; c < k; ++c) {
+          T acc[7] = {T(0), T(0), T(0), T(0), T(0), T(0), T(0)};
+          T m = T(0);
+          for (int64_t i = 0; i < n; ++i) {
+            if (labels[base + i] != c) continue;
+            T f[7];
+            feature(base + i, f);
+            for (int d = 0; d < 7; ++d) acc[d] += f[d];
+            m += T(1);
+          }
+          if (m > T(0))  // an emptied cluster keeps its previous centre
+            for (int d = 0; d < 7; ++d) cent[8 * c + d] = acc[d] / m;
+        }
+      }
+      for (int64_t c = 0; c < k; ++c) {
+        bool used = false;
+        for (int64_t i = 0; i < n && !used; ++i) used = labels[base + i] == c;
+        if (used) emit(q, count++, base, n, static_cast<int32_t>(c));
+      }
+    }
+    out_counts[q] = count;
+    for (int64_t s = count; s < k; ++s) {
+      const int64_t o = q * k + s;
+      store3(out_points + 3 * o, make_vec3(T(0), T(0), T(0)));
+      store3(out_normals + 3 * o, make_vec3(T(0), T(0), T(0)));
+      out_depths[o] = T(0);
+      out_source[o] = -1;
+    }
+  }
+};
+
+}  // namespace contactnet

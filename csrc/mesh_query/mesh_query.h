@@ -1,0 +1,173 @@
+// Batched mesh–mesh queries over a packed BVH library (layout: common/bvh.h). Q queries, query q
+// = (mesh ids_a[q] at poses_a[q], mesh ids_b[q] at poses_b[q]). float32 or float64; one device.
+//
+// Every op starts with the library's BVH tensors (from contactnet::build_mesh_bvh):
+//     tris (F, 3, 3) T, tri_ids (F,) int32, boxes (N, 2, 3) T, children (N, 2) int32,
+//     dipoles (N, 7) T, node_offsets (M + 1,) int64, face_offsets (M + 1,) int64,
+//     ids_a (Q,) int64, ids_b (Q,) int64, poses_a (Q, 7) T, poses_b (Q, 7) T
+//     (poses [x, y, z, qw, qx, qy, qz] with unit quaternions; ids in [0, M))
+//
+// contactnet::mesh_distance(..., float upper_bound)
+//  -> distance (Q,) T: minimum surface distance (0 when intersecting); upper_bound when no pair
+//                      is closer than upper_bound (then tri ids are -1 and points NaN)
+//     point_a (Q, 3), point_b (Q, 3) world closest points; tri_a (Q,), tri_b (Q,) int64 face ids
+//
+// contactnet::mesh_collide(..., float winding_threshold, float beta)
+//  -> collide (Q,) bool: the surfaces intersect or touch, or a vertex of one mesh has generalised
+//     winding number >= winding_threshold in the other (fast winding number, far-field beta)
+//
+// contactnet::blem_contacts_raw(..., Tensor r_a, Tensor r_b)   r_a, r_b (Q,) T boundary layers
+//  -> points (C, 3), normals (C, 3), depths (C,), distances (C,), points_a (C, 3),
+//     points_b (C, 3), tri_a (C,) int64, tri_b (C,) int64, intersecting (C,) bool,
+//     offsets (Q + 1,) int64: query q owns rows offsets[q] .. offsets[q+1), in traversal order.
+//     One row per triangle pair with d(tA, tB) <= r_a + r_b (formulas in common/blem.h).
+#pragma once
+
+#include <tuple>
+
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+
+#include "common/checks.h"
+#include "mesh_query/mesh_query_kernels.h"
+
+namespace contactnet {
+
+using MeshDistanceOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using BlemRawOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                              at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+struct BvhTensors {
+  const at::Tensor &tris, &tri_ids, &boxes, &children, &dipoles, &node_offsets, &face_offsets;
+  const at::Tensor &ids_a, &ids_b, &poses_a, &poses_b;
+};
+
+inline void check_query_inputs(const BvhTensors& b) {
+  check_float_input(b.tris, "tris", {-1, 3, 3});
+  check_input(b.tri_ids, "tri_ids", {b.tris.size(0)});
+  check_float_input(b.boxes, "boxes", {-1, 2, 3});
+  check_input(b.children, "children", {b.boxes.size(0), 2});
+  check_input(b.dipoles, "dipoles", {b.boxes.size(0), 7});
+  check_input(b.node_offsets, "node_offsets", {-1});
+  check_input(b.face_offsets, "face_offsets", {b.node_offsets.size(0)});
+  check_input(b.ids_a, "ids_a", {-1});
+  check_input(b.ids_b, "ids_b", {b.ids_a.size(0)});
+  check_float_input(b.poses_a, "poses_a", {b.ids_a.size(0), 7});
+  check_float_input(b.poses_b, "poses_b", {b.ids_a.size(0), 7});
+  TORCH_CHECK(b.tri_ids.scalar_type() == at::kInt && b.children.scalar_type() == at::kInt,
+              "tri_ids, children: expected int32");
+  TORCH_CHECK(b.node_offsets.scalar_type() == at::kLong &&
+                  b.face_offsets.scalar_type() == at::kLong &&
+                  b.ids_a.scalar_type() == at::kLong && b.ids_b.scalar_type() == at::kLong,
+              "node_offsets, face_offsets, ids_a, ids_b: expected int64");
+  const at::Tensor* all[] = {&b.tri_ids, &b.boxes, &b.children, &b.dipoles, &b.node_offsets,
+                             &b.face_offsets, &b.ids_a, &b.ids_b, &b.poses_a, &b.poses_b};
+  for (const at::Tensor* t : all)
+    TORCH_CHECK(t->device() == b.tris.device(), "mesh query inputs must share one device, got ",
+                t->device(), " and ", b.tris.device());
+  for (const at::Tensor* t : {&b.boxes, &b.dipoles, &b.poses_a, &b.poses_b})
+    TORCH_CHECK(t->scalar_type() == b.tris.scalar_type(),
+                "mesh query float inputs must share one dtype");
+  const int64_t num_meshes = b.node_offsets.size(0) - 1;
+  TORCH_CHECK(num_meshes >= 1, "mesh query: the library has no meshes");
+  if (b.ids_a.is_cpu() && b.ids_a.numel() > 0) {
+    for (const at::Tensor* t : {&b.ids_a, &b.ids_b}) {
+      const int64_t lo = t->min().item<int64_t>(), hi = t->max().item<int64_t>();
+      TORCH_CHECK(lo >= 0 && hi < num_meshes, "mesh ids must lie in [0, ", num_meshes,
+                  "), got [", lo, ", ", hi, "]");
+    }
+  }
+}
+
+template <typename T>
+QueryInputs<T> query_inputs(const BvhTensors& b) {
+  return {{b.tris.data_ptr<T>(), b.tri_ids.data_ptr<int32_t>(), b.boxes.data_ptr<T>(),
+           b.children.data_ptr<int32_t>(), b.dipoles.data_ptr<T>(),
+           b.node_offsets.data_ptr<int64_t>(), b.face_offsets.data_ptr<int64_t>()},
+          b.ids_a.data_ptr<int64_t>(),
+          b.ids_b.data_ptr<int64_t>(),
+          b.poses_a.data_ptr<T>(),
+          b.poses_b.data_ptr<T>()};
+}
+
+template <typename Launch>
+MeshDistanceOut mesh_distance_impl(const BvhTensors& b, double upper_bound, const Launch& launch) {
+  check_query_inputs(b);
+  const int64_t q = b.ids_a.size(0);
+  const auto opt = b.tris.options();
+  at::Tensor distance = at::empty({q}, opt), point_a = at::empty({q, 3}, opt),
+             point_b = at::empty({q, 3}, opt), tri_a = at::empty({q}, opt.dtype(at::kLong)),
+             tri_b = at::empty({q}, opt.dtype(at::kLong));
+  AT_DISPATCH_FLOATING_TYPES(b.tris.scalar_type(), "mesh_distance", [&] {
+    launch(b.tris, q,
+           MeshDistanceFunctor<scalar_t>{query_inputs<scalar_t>(b),
+                                         static_cast<scalar_t>(upper_bound),
+                                         distance.data_ptr<scalar_t>(),
+                                         point_a.data_ptr<scalar_t>(),
+                                         point_b.data_ptr<scalar_t>(),
+                                         tri_a.data_ptr<int64_t>(), tri_b.data_ptr<int64_t>()});
+  });
+  return {distance, point_a, point_b, tri_a, tri_b};
+}
+
+template <typename Launch>
+at::Tensor mesh_collide_impl(const BvhTensors& b, double winding_threshold, double beta,
+                             const Launch& launch) {
+  check_query_inputs(b);
+  const int64_t q = b.ids_a.size(0);
+  at::Tensor collide = at::empty({q}, b.tris.options().dtype(at::kBool));
+  AT_DISPATCH_FLOATING_TYPES(b.tris.scalar_type(), "mesh_collide", [&] {
+    launch(b.tris, q,
+           MeshCollideFunctor<scalar_t>{query_inputs<scalar_t>(b),
+                                        static_cast<scalar_t>(winding_threshold),
+                                        static_cast<scalar_t>(beta), collide.data_ptr<bool>()});
+  });
+  return collide;
+}
+
+template <typename Launch>
+BlemRawOut blem_contacts_raw_impl(const BvhTensors& b, const at::Tensor& r_a,
+                                  const at::Tensor& r_b, const Launch& launch) {
+  check_query_inputs(b);
+  const int64_t q = b.ids_a.size(0);
+  check_float_input(r_a, "r_a", {q});
+  check_float_input(r_b, "r_b", {q});
+  check_same_device_dtype(r_a, "r_a", b.tris, "tris");
+  check_same_device_dtype(r_b, "r_b", b.tris, "tris");
+  const auto opt = b.tris.options();
+  at::Tensor counts = at::empty({q}, opt.dtype(at::kLong));
+  at::Tensor offsets = at::zeros({q + 1}, opt.dtype(at::kLong));
+  AT_DISPATCH_FLOATING_TYPES(b.tris.scalar_type(), "blem_contacts_count", [&] {
+    launch(b.tris, q,
+           BlemCountFunctor<scalar_t>{query_inputs<scalar_t>(b), r_a.data_ptr<scalar_t>(),
+                                      r_b.data_ptr<scalar_t>(), counts.data_ptr<int64_t>()});
+  });
+  if (q > 0) offsets.narrow(0, 1, q).copy_(at::cumsum(counts, 0));
+  const int64_t n = offsets[q].item<int64_t>();
+  at::Tensor points = at::empty({n, 3}, opt), normals = at::empty({n, 3}, opt),
+             depths = at::empty({n}, opt), distances = at::empty({n}, opt),
+             points_a = at::empty({n, 3}, opt), points_b = at::empty({n, 3}, opt),
+             tri_a = at::empty({n}, opt.dtype(at::kLong)),
+             tri_b = at::empty({n}, opt.dtype(at::kLong)),
+             intersecting = at::empty({n}, opt.dtype(at::kBool));
+  if (n > 0) {
+    AT_DISPATCH_FLOATING_TYPES(b.tris.scalar_type(), "blem_contacts_fill", [&] {
+      ContactOut<scalar_t> out{points.data_ptr<scalar_t>(),   normals.data_ptr<scalar_t>(),
+                               depths.data_ptr<scalar_t>(),   distances.data_ptr<scalar_t>(),
+                               points_a.data_ptr<scalar_t>(), points_b.data_ptr<scalar_t>(),
+                               tri_a.data_ptr<int64_t>(),     tri_b.data_ptr<int64_t>(),
+                               intersecting.data_ptr<bool>()};
+      launch(b.tris, q,
+             BlemFillFunctor<scalar_t>{query_inputs<scalar_t>(b), r_a.data_ptr<scalar_t>(),
+                                       r_b.data_ptr<scalar_t>(), offsets.data_ptr<int64_t>(),
+                                       out});
+    });
+  }
+  return {points, normals, depths, distances, points_a, points_b, tri_a, tri_b, intersecting,
+          offsets};
+}
+
+}  // namespace contactnet

@@ -1,0 +1,41 @@
+#include <torch/library.h>
+
+#include "common/launch_cuda.cuh"
+#include "mesh_query/mesh_query.h"
+
+namespace contactnet {
+namespace {
+
+
+
+#define CN_BVH_ARGS                                                                           \
+  const at::Tensor &tris, const at::Tensor &tri_ids, const at::Tensor &boxes,                \
+      const at::Tensor &children, const at::Tensor &dipoles, const at::Tensor &node_offsets, \
+      const at::Tensor &face_offsets, const at::Tensor &ids_a, const at::Tensor &ids_b,      \
+      const at::Tensor &poses_a, const at::Tensor &poses_b
+#define CN_BVH_PASS                                                                          \
+  BvhTensors {                                                                               \
+    tris, tri_ids, boxes, children, dipoles, node_offsets, face_offsets, ids_a, ids_b, poses_a, \
+        poses_b                                                                              \
+  }
+
+MeshDistanceOut mesh_distance_cuda(CN_BVH_ARGS, double upper_bound) {
+  return mesh_distance_impl(CN_BVH_PASS, upper_bound, CudaLauncher{});
+}
+at::Tensor mesh_collide_cuda(CN_BVH_ARGS, double winding_threshold, double beta) {
+  return mesh_collide_impl(CN_BVH_PASS, winding_threshold, beta, CudaLauncher{});
+}
+BlemRawOut blem_contacts_raw_cuda(CN_BVH_ARGS, const at::Tensor& r_a, const at::Tensor& r_b) {
+  return blem_contacts_raw_impl(CN_BVH_PASS, r_a, r_b, CudaLauncher{});
+}
+
+}  // namespace
+
+
+TORCH_LIBRARY_IMPL(contactnet, CUDA, m) {
+  m.impl("mesh_distance", &mesh_distance_cuda);
+  m.impl("mesh_collide", &mesh_collide_cuda);
+  m.impl("blem_contacts_raw", &blem_contacts_raw_cuda);
+}
+
+}  // namespace contactnet

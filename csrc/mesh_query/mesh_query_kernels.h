@@ -1,0 +1,243 @@
+// Per-query functors of the mesh-query ops (one query = a pair of meshes with their poses): the
+// same code is the CPU loop body and the CUDA thread body. Every query traverses the two BVHs in
+// A's frame (B's triangles are moved into it at the leaves) and reports in the world frame.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "common/blem.h"
+#include "common/bvh.h"
+#include "common/distance.h"
+#include "common/rigid.h"
+
+namespace contactnet {
+
+// Inputs shared by the three query kinds.
+template <typename T>
+struct QueryInputs {
+  BvhView<T> bvh;
+  const int64_t* ids_a;  // (Q,)
+  const int64_t* ids_b;  // (Q,)
+  const T* poses_a;      // (Q, 7) world poses, unit quaternions
+  const T* poses_b;      // (Q, 7)
+};
+
+template <typename T>
+struct QueryFrame {
+  MeshBvh<T> a, b;
+  Rigid<T> pose_a;
+  BoxFrame<T> f;
+};
+
+template <typename T>
+CN_HD QueryFrame<T> query_frame(const QueryInputs<T>& in, int64_t q) {
+  QueryFrame<T> qf;
+  qf.a = mesh_bvh(in.bvh, in.ids_a[q]);
+  qf.b = mesh_bvh(in.bvh, in.ids_b[q]);
+  qf.pose_a = load_pose(in.poses_a + 7 * q);
+  qf.f = make_box_frame(relative(qf.pose_a, load_pose(in.poses_b + 7 * q)));
+  return qf;
+}
+
+// B's leaf triangles moved into A's frame.
+template <typename T>
+CN_HD void load_leaf_b(const QueryFrame<T>& qf, int first, int count, Vec3<T> out[][3]) {
+  for (int j = 0; j < count; ++j) {
+    load_tri(qf.b.tris, first + j, out[j]);
+    for (int k = 0; k < 3; ++k) out[j][k] = apply(qf.f.b_in_a, out[j][k]);
+  }
+}
+
+// ---- minimum distance (branch and bound) ------------------------------------------------------
+template <typename T>
+struct DistanceVisitor {
+  const QueryFrame<T>& qf;
+  T best;  // current upper bound on the distance
+  Vec3<T> pa, pb;
+  int64_t ta, tb;
+
+  CN_HD T threshold() const { return best; }
+  CN_HD bool leaf(int fa, int na, int fb, int nb) {
+    Vec3<T> B[kBvhLeafSize][3];
+    load_leaf_b(qf, fb, nb, B);
+    for (int i = 0; i < na; ++i) {
+      Vec3<T> A[3];
+      load_tri(qf.a.tris, fa + i, A);
+      for (int j = 0; j < nb; ++j) {
+        const TriangleTriangleResult<T> r = triangle_triangle_closest(A, B[j]);
+        const T d = sqrt(r.dist2);
+        if (d < best) {
+          best = d;
+          pa = r.wa[0] * A[0] + r.wa[1] * A[1] + r.wa[2] * A[2];
+          pb = r.intersecting ? pa : r.wb[0] * B[j][0] + r.wb[1] * B[j][1] + r.wb[2] * B[j][2];
+          ta = qf.a.tri_ids[fa + i];
+          tb = qf.b.tri_ids[fb + j];
+          if (!(d > T(0))) return true;  // intersecting: nothing can be closer
+        }
+      }
+    }
+    return false;
+  }
+};
+
+template <typename T>
+struct MeshDistanceFunctor {
+  QueryInputs<T> in;
+  T upper_bound;  // only pairs closer than this are searched
+  T* distance;    // (Q,)
+  T* point_a;     // (Q, 3) world
+  T* point_b;     // (Q, 3) world
+  int64_t* tri_a; // (Q,) -1 when nothing is closer than upper_bound
+  int64_t* tri_b; // (Q,)
+
+  CN_HD void operator()(int64_t q) const {
+    const QueryFrame<T> qf = query_frame(in, q);
+    DistanceVisitor<T> v{qf, upper_bound, {T(0), T(0), T(0)}, {T(0), T(0), T(0)}, -1, -1};
+    dual_traverse(qf.a, qf.b, qf.f, v);
+    distance[q] = v.best;
+    tri_a[q] = v.ta;
+    tri_b[q] = v.tb;
+    if (v.ta < 0) {
+      const T nan = std::numeric_limits<T>::quiet_NaN();
+      store3(point_a + 3 * q, make_vec3(nan, nan, nan));
+      store3(point_b + 3 * q, make_vec3(nan, nan, nan));
+    } else {
+      store3(point_a + 3 * q, apply(qf.pose_a, v.pa));
+      store3(point_b + 3 * q, apply(qf.pose_a, v.pb));
+    }
+  }
+};
+
+// ---- collision: surfaces intersect, or one contains the other ---------------------------------
+template <typename T>
+struct IntersectVisitor {
+  const QueryFrame<T>& qf;
+  CN_HD T threshold() const { return T(0); }
+  CN_HD bool leaf(int fa, int na, int fb, int nb) {
+    Vec3<T> B[kBvhLeafSize][3];
+    load_leaf_b(qf, fb, nb, B);
+    for (int i = 0; i < na; ++i) {
+      Vec3<T> A[3];
+      load_tri(qf.a.tris, fa + i, A);
+      for (int j = 0; j < nb; ++j)
+        if (!(triangle_triangle_closest(A, B[j]).dist2 > T(0))) return true;
+    }
+    return false;
+  }
+};
+
+template <typename T>
+struct MeshCollideFunctor {
+  QueryInputs<T> in;
+  T winding_threshold;  // 0.5
+  T beta;               // far-field acceptance of the fast winding number
+  bool* collide;        // (Q,)
+
+  CN_HD void operator()(int64_t q) const {
+    const QueryFrame<T> qf = query_frame(in, q);
+    IntersectVisitor<T> v{qf};
+    if (dual_traverse(qf.a, qf.b, qf.f, v)) {
+      collide[q] = true;
+      return;
+    }
+    // Surfaces apart: the objects collide iff one contains the other, and then it contains every
+    // point of the other, so one vertex each way decides.
+    const Vec3<T> va = load3(qf.a.tris);  // A's frame
+    const Vec3<T> va_in_b = mul_t(qf.f.b_in_a.R, va - qf.f.b_in_a.t);
+    if (winding_number(qf.b, va_in_b, beta) >= winding_threshold) {
+      collide[q] = true;
+      return;
+    }
+    const Vec3<T> vb_in_a = apply(qf.f.b_in_a, load3(qf.b.tris));
+    collide[q] = winding_number(qf.a, vb_in_a, beta) >= winding_threshold;
+  }
+};
+
+// ---- BLEM contacts: every triangle pair with d(tA, tB) <= rA + rB -----------------------------
+// Raw contact outputs, packed: query q owns rows offsets[q] .. offsets[q+1).
+template <typename T>
+struct ContactOut {
+  T* points;         // (N, 3) world
+  T* normals;        // (N, 3) world, from B towards A
+  T* depths;         // (N,)
+  T* distances;      // (N,) signed triangle distance (-retraction when intersecting)
+  T* points_a;       // (N, 3) world, closest point on A's triangle
+  T* points_b;       // (N, 3) world
+  int64_t* tri_a;    // (N,)
+  int64_t* tri_b;    // (N,)
+  bool* intersecting;  // (N,)
+};
+
+template <typename T>
+struct BlemVisitor {
+  const QueryFrame<T>& qf;
+  T ra, rb;
+  int64_t count;
+  bool fill;          // false: count only
+  int64_t base;       // first output row of this query
+  ContactOut<T> out;
+
+  CN_HD T threshold() const { return ra + rb; }
+  CN_HD bool leaf(int fa, int na, int fb, int nb) {
+    Vec3<T> B[kBvhLeafSize][3];
+    load_leaf_b(qf, fb, nb, B);
+    const T r = ra + rb;
+    for (int i = 0; i < na; ++i) {
+      Vec3<T> A[3];
+      load_tri(qf.a.tris, fa + i, A);
+      for (int j = 0; j < nb; ++j) {
+        const TriangleTriangleResult<T> res = triangle_triangle_closest(A, B[j]);
+        if (!(sqrt(res.dist2) <= r)) continue;
+        if (fill) {
+          const BlemContact<T> c = blem_contact(A, B[j], res, ra, rb);
+          const int64_t k = base + count;
+          const Mat3<T>& R = qf.pose_a.R;
+          store3(out.points + 3 * k, apply(qf.pose_a, c.point));
+          store3(out.normals + 3 * k, mul(R, c.normal));
+          store3(out.points_a + 3 * k, apply(qf.pose_a, c.xa));
+          store3(out.points_b + 3 * k, apply(qf.pose_a, c.xb));
+          out.depths[k] = c.depth;
+          out.distances[k] = c.distance;
+          out.tri_a[k] = qf.a.tri_ids[fa + i];
+          out.tri_b[k] = qf.b.tri_ids[fb + j];
+          out.intersecting[k] = c.intersecting;
+        }
+        ++count;
+      }
+    }
+    return false;
+  }
+};
+
+template <typename T>
+struct BlemCountFunctor {
+  QueryInputs<T> in;
+  const T* ra;      // (Q,)
+  const T* rb;      // (Q,)
+  int64_t* counts;  // (Q,)
+
+  CN_HD void operator()(int64_t q) const {
+    const QueryFrame<T> qf = query_frame(in, q);
+    BlemVisitor<T> v{qf, ra[q], rb[q], 0, false, 0, {}};
+    dual_traverse(qf.a, qf.b, qf.f, v);
+    counts[q] = v.count;
+  }
+};
+
+template <typename T>
+struct BlemFillFunctor {
+  QueryInputs<T> in;
+  const T* ra;
+  const T* rb;
+  const int64_t* offsets;  // (Q + 1,)
+  ContactOut<T> out;
+
+  CN_HD void operator()(int64_t q) const {
+    const QueryFrame<T> qf = query_frame(in, q);
+    BlemVisitor<T> v{qf, ra[q], rb[q], 0, true, offsets[q], out};
+    dual_traverse(qf.a, qf.b, qf.f, v);
+  }
+};
+
+}  // namespace contactnet

@@ -1,0 +1,66 @@
+"""Pose helpers: conversions round-trip, composition and inversion agree with 4x4 matrices."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contactnet.geometry import (
+    compose_poses,
+    identity_poses,
+    invert_poses,
+    matrix_to_pose,
+    matrix_to_quaternion,
+    normalize_poses,
+    pose_to_matrix,
+    quaternion_to_matrix,
+    transform_points,
+)
+from contactnet.ops.reference.mesh_cases import random_poses
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000))
+def test_roundtrip_and_orthonormal(seed):
+    p = random_poses(5, 1.0, seed=seed)
+    r = quaternion_to_matrix(p[:, 3:])
+    torch.testing.assert_close(r @ r.transpose(1, 2), torch.eye(3, dtype=torch.float64).expand(5, 3, 3))
+    torch.testing.assert_close(torch.det(r), torch.ones(5, dtype=torch.float64))
+    back = matrix_to_pose(pose_to_matrix(p))
+    # q and -q are the same rotation
+    same = torch.where((back[:, 3:] * p[:, 3:]).sum(1, keepdim=True) < 0, -back[:, 3:], back[:, 3:])
+    torch.testing.assert_close(same, p[:, 3:])
+    torch.testing.assert_close(back[:, :3], p[:, :3])
+
+
+def test_compose_and_invert_match_matrices():
+    a, b = random_poses(8, 1.0, seed=1), random_poses(8, 1.0, seed=2)
+    torch.testing.assert_close(pose_to_matrix(compose_poses(a, b)), pose_to_matrix(a) @ pose_to_matrix(b))
+    torch.testing.assert_close(pose_to_matrix(invert_poses(a)), torch.linalg.inv(pose_to_matrix(a)))
+    x = torch.randn(8, 3, dtype=torch.float64)
+    h = torch.cat([x, torch.ones(8, 1, dtype=torch.float64)], 1)
+    torch.testing.assert_close(transform_points(a, x), (pose_to_matrix(a) @ h[..., None])[:, :3, 0])
+    torch.testing.assert_close(compose_poses(invert_poses(a), a)[:, :3], torch.zeros(8, 3, dtype=torch.float64))
+
+
+def test_matrix_to_quaternion_near_180_degrees():
+    q = torch.tensor([[1e-9, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
+    q = q / q.norm(dim=1, keepdim=True)
+    torch.testing.assert_close(quaternion_to_matrix(matrix_to_quaternion(quaternion_to_matrix(q))),
+                               quaternion_to_matrix(q))  # fmt: skip
+
+
+def test_identity_and_normalise():
+    p = identity_poses(2, 3, dtype=torch.float64)
+    assert p.shape == (2, 3, 7)
+    torch.testing.assert_close(pose_to_matrix(p), torch.eye(4, dtype=torch.float64).expand(2, 3, 4, 4))
+    raw = torch.tensor([[1.0, 2, 3, 2, 0, 0, 0]])
+    torch.testing.assert_close(normalize_poses(raw)[0, 3:], torch.tensor([1.0, 0, 0, 0]))
+    with pytest.raises(ValueError, match="NaN"):
+        normalize_poses(torch.tensor([[float("nan"), 0, 0, 1, 0, 0, 0]]))
+    with pytest.raises(ValueError, match="zero quaternion"):
+        normalize_poses(torch.zeros(1, 7))
+    with pytest.raises(ValueError, match="shape"):
+        normalize_poses(torch.zeros(1, 6))
+    with pytest.raises(TypeError):
+        normalize_poses(torch.zeros(1, 7, dtype=torch.int64))
