@@ -1,0 +1,432 @@
+// Per-index functors of the IPC ops: the same code runs in the CPU loop and as the body of the CUDA
+// kernel. The math lives in csrc/common/{ipc_distance,barrier,psd,ccd}.h.
+#pragma once
+
+#include <cstdint>
+
+#include "common/barrier.h"
+#include "common/ccd.h"
+#include "common/friction.h"
+#include "common/ipc_distance.h"
+#include "common/psd.h"
+
+namespace contactnet {
+
+// Primitive kinds of the distance ops (number of vertices: 2, 3, 4, 4, 4).
+enum IpcDistanceKind : int {
+  kIpcPointPoint = 0,
+  kIpcPointEdge = 1,
+  kIpcPointTriangle = 2,
+  kIpcEdgeEdge = 3,
+  kIpcMollifier = 4,
+};
+
+CN_HD int ipc_kind_vertices(int kind) {
+  return kind == kIpcPointPoint ? 2 : (kind == kIpcPointEdge ? 3 : 4);
+}
+
+// order 0: squared distance (or mollifier) (N,); 1: gradient (N, K); 2: Hessian (N, K, K).
+template <typename T>
+struct IpcDistanceFunctor {
+  int kind;
+  int order;
+  const T* x0;
+  const T* x1;
+  const T* x2;
+  const T* x3;
+  const T* eps_x;  // (N,) mollifier thresholds (kIpcMollifier only)
+  T* out;
+
+  CN_HD void operator()(int64_t i) const {
+    const int nv = ipc_kind_vertices(kind);
+    const T* xs[4] = {x0, x1, x2, x3};
+    Vec3<T> v[4];
+    for (int k = 0; k < nv; ++k) v[k] = load3(xs[k] + 3 * i);
+    T g[12], H[144];
+    T* gp = order == 1 ? g : nullptr;
+    T* Hp = order == 2 ? H : nullptr;
+    T d;
+    switch (kind) {
+      case kIpcPointPoint:
+        d = point_point_distance(v[0], v[1]);
+        if (order > 0) point_point_distance_derivs(v[0], v[1], gp, Hp);
+        break;
+      case kIpcPointEdge:
+        d = point_edge_distance(v[0], v[1], v[2], gp, Hp);
+        break;
+      case kIpcPointTriangle:
+        d = point_triangle_distance(v[0], v[1], v[2], v[3], gp, Hp);
+        break;
+      case kIpcEdgeEdge:
+        d = edge_edge_distance(v[0], v[1], v[2], v[3], gp, Hp);
+        break;
+      default:
+        d = edge_edge_mollifier(v[0], v[1], v[2], v[3], eps_x[i], gp, Hp);
+        break;
+    }
+    const int K = 3 * nv;
+    if (order == 0) {
+      out[i] = d;
+    } else if (order == 1) {
+      for (int k = 0; k < K; ++k) out[K * i + k] = g[k];
+    } else {
+      for (int k = 0; k < K * K; ++k) out[K * K * i + k] = H[k];
+    }
+  }
+};
+
+// Barrier values and derivatives on squared distances: out (N, 3) = b, b', b''.
+template <typename T>
+struct BarrierFunctor {
+  const T* d2;
+  T dhat2;
+  T* out;
+  CN_HD void operator()(int64_t i) const {
+    const T x = d2[i];
+    out[3 * i] = barrier(x, dhat2);
+    out[3 * i + 1] = barrier_first_derivative(x, dhat2);
+    out[3 * i + 2] = barrier_second_derivative(x, dhat2);
+  }
+};
+
+// The 4 vertex ids of candidate i: face–vertex candidates (vertex, face) come first as
+// (p, t0, t1, t2), then edge–edge candidates (edge_a, edge_b) as (ea0, ea1, eb0, eb1).
+struct CandidateStencil {
+  const int64_t* faces;  // (F, 3)
+  const int64_t* edges;  // (E, 2)
+  const int64_t* fv;     // (Nfv, 2) vertex, face
+  const int64_t* ee;     // (Nee, 2) edge, edge
+  int64_t nfv;
+
+  CN_HD bool ids(int64_t i, int64_t id[4]) const {
+    if (i < nfv) {
+      const int64_t p = fv[2 * i], f = fv[2 * i + 1];
+      id[0] = p;
+      id[1] = faces[3 * f];
+      id[2] = faces[3 * f + 1];
+      id[3] = faces[3 * f + 2];
+      return false;
+    }
+    const int64_t j = i - nfv;
+    const int64_t a = ee[2 * j], b = ee[2 * j + 1];
+    id[0] = edges[2 * a];
+    id[1] = edges[2 * a + 1];
+    id[2] = edges[2 * b];
+    id[3] = edges[2 * b + 1];
+    return true;
+  }
+};
+
+// Barrier potential of candidate i: κ m(x) b(d²(x), d̂²) with m the edge–edge mollifier (1 for
+// face–vertex candidates). order 0: energy; 1: + gradient (N, 12); 2: + Hessian (N, 12, 12),
+// projected to PSD when `project`. Inactive candidates (d² ≥ d̂²) give zeros.
+template <typename T>
+struct BarrierPotentialFunctor {
+  CandidateStencil st;
+  const T* vertices;  // (V, 3)
+  const T* rest;      // (V, 3) positions for the mollifier threshold
+  T dhat2;
+  T kappa;
+  int order;
+  bool project;
+  T* energy;  // (N,)
+  T* grad;    // (N, 12) or null
+  T* hess;    // (N, 144) or null
+  int64_t* dofs;  // (N, 4) stencil vertex ids, or null
+
+  CN_HD void operator()(int64_t i) const {
+    int64_t id[4];
+    const bool is_ee = st.ids(i, id);
+    Vec3<T> v[4];
+    for (int k = 0; k < 4; ++k) {
+      v[k] = load3(vertices + 3 * id[k]);
+      if (dofs) dofs[4 * i + k] = id[k];
+    }
+    T gd[12], Hd[144];
+    T* gp = order >= 1 ? gd : nullptr;
+    T* Hp = order >= 2 ? Hd : nullptr;
+    const int8_t type = is_ee ? edge_edge_distance_type(v[0], v[1], v[2], v[3])
+                              : point_triangle_distance_type(v[0], v[1], v[2], v[3]);
+    const T d = is_ee ? edge_edge_distance(v[0], v[1], v[2], v[3], gp, Hp, type)
+                      : point_triangle_distance(v[0], v[1], v[2], v[3], gp, Hp, type);
+    if (!(d < dhat2)) {
+      energy[i] = T(0);
+      if (grad) zero_array<T, 12>(grad + 12 * i);
+      if (hess) zero_array<T, 144>(hess + 144 * i);
+      return;
+    }
+    const T b = barrier(d, dhat2);
+    T m = T(1);
+    T gm[12], Hm[144];
+    bool mollified = false;
+    if (is_ee) {
+      Vec3<T> r[4];
+      for (int k = 0; k < 4; ++k) r[k] = load3(rest + 3 * id[k]);
+      const T eps_x = edge_edge_mollifier_threshold(r[0], r[1], r[2], r[3]);
+      m = edge_edge_mollifier(v[0], v[1], v[2], v[3], eps_x, order >= 1 ? gm : nullptr,
+                              order >= 2 ? Hm : nullptr);
+      mollified = m < T(1);
+    }
+    energy[i] = kappa * m * b;  // κ m b
+    if (order < 1) return;
+    const T b1 = barrier_first_derivative(d, dhat2);
+    T* g = grad + 12 * i;
+    for (int k = 0; k < 12; ++k) {
+      g[k] = kappa * m * b1 * gd[k];  // κ m b' ∇d
+      if (mollified) g[k] += kappa * b * gm[k];  // + κ b ∇m
+    }
+    if (order < 2) return;
+    const T b2 = barrier_second_derivative(d, dhat2);
+    T* H = hess + 144 * i;
+    for (int r = 0; r < 12; ++r)
+      for (int c = 0; c < 12; ++c) {
+        // κ m (b'' ∇d ∇dᵀ + b' ∇²d)
+        T h = m * (b2 * gd[r] * gd[c] + b1 * Hd[12 * r + c]);
+        // + κ (b' (∇d ∇mᵀ + ∇m ∇dᵀ) + b ∇²m)
+        if (mollified) h += b1 * (gd[r] * gm[c] + gm[r] * gd[c]) + b * Hm[12 * r + c];
+        H[12 * r + c] = kappa * h;
+      }
+    if (project) project_to_psd(H, 12, 12);
+  }
+};
+
+// Smooth friction of candidate i (see friction.h): D = μ N f₀(‖u‖) with u = Tᵀ v, lagged at
+// `lagged` positions; order 0: energy, 1: gradient (N, 12), 2: Hessian (N, 12, 12). Candidates
+// inactive at the lagged positions (d̄² ≥ d̂²) give zeros.
+template <typename T>
+struct FrictionFunctor {
+  CandidateStencil st;
+  const T* velocities;  // (V, 3)
+  const T* lagged;      // (V, 3)
+  const T* rest;        // (V, 3)
+  T dhat2;
+  T kappa;
+  T mu;
+  T eps_v;
+  int order;
+  T* out;  // (N,), (N, 12) or (N, 144)
+
+  CN_HD void operator()(int64_t i) const {
+    int64_t id[4];
+    const bool is_ee = st.ids(i, id);
+    Vec3<T> x[4], r[4], vel[4];
+    for (int k = 0; k < 4; ++k) {
+      x[k] = load3(lagged + 3 * id[k]);
+      r[k] = load3(rest + 3 * id[k]);
+      vel[k] = load3(velocities + 3 * id[k]);
+    }
+    const int K = order == 0 ? 1 : (order == 1 ? 12 : 144);
+    T* o = out + K * i;
+    for (int k = 0; k < K; ++k) o[k] = T(0);
+    FrictionFrame<T> fr;
+    const T d2 = friction_frame(x, r, is_ee, fr);
+    if (!(d2 >= T(0) && d2 < dhat2)) return;
+    // N = -κ b'(d̄², d̂²) · 2 d̄   (force of the barrier along the distance)
+    fr.normal_force = -kappa * barrier_first_derivative(d2, dhat2) * T(2) * sqrt(d2);
+    const T scale = mu * fr.normal_force;  // μ N
+    T u[2];
+    friction_tangential(fr, vel, u);
+    const T y = sqrt(u[0] * u[0] + u[1] * u[1]);
+    if (order == 0) {
+      o[0] = scale * friction_f0(y, eps_v);  // μ N f₀(‖u‖)
+      return;
+    }
+    const T f1y = friction_f1_over_y(y, eps_v);
+    if (order == 1) {
+      const T s = scale * f1y;  // ∇D = μ N f₁(‖u‖)/‖u‖ T u
+      for (int row = 0; row < 12; ++row)
+        o[row] = s * (friction_T(fr, row, 0) * u[0] + friction_T(fr, row, 1) * u[1]);
+      return;
+    }
+    // ∇²D = μ N T M Tᵀ,  M = f₂ u uᵀ + f₁/‖u‖ I  (M = (2/ε) I at u = 0)
+    const T f2 = y > T(0) ? friction_f2(y, eps_v) : T(0);
+    const T M[2][2] = {{scale * (f2 * u[0] * u[0] + f1y), scale * f2 * u[0] * u[1]},
+                       {scale * f2 * u[1] * u[0], scale * (f2 * u[1] * u[1] + f1y)}};
+    T TM[12][2];
+    for (int row = 0; row < 12; ++row)
+      for (int j = 0; j < 2; ++j)
+        TM[row][j] = friction_T(fr, row, 0) * M[0][j] + friction_T(fr, row, 1) * M[1][j];
+    for (int a = 0; a < 12; ++a)
+      for (int b = 0; b < 12; ++b)
+        o[12 * a + b] = TM[a][0] * friction_T(fr, b, 0) + TM[a][1] * friction_T(fr, b, 1);
+  }
+};
+
+// Time of impact of candidate i between positions v0 and v1 (linear trajectories).
+template <typename T>
+struct CcdFunctor {
+  CandidateStencil st;
+  const T* v0;  // (V, 3)
+  const T* v1;  // (V, 3)
+  CcdParams prm;
+  T* toi;  // (N,)
+
+  CN_HD void operator()(int64_t i) const {
+    int64_t id[4];
+    const bool is_ee = st.ids(i, id);
+    Vec3<double> x[4], dx[4];
+    for (int k = 0; k < 4; ++k) {
+      const T* a = v0 + 3 * id[k];
+      const T* b = v1 + 3 * id[k];
+      x[k] = make_vec3(double(a[0]), double(a[1]), double(a[2]));
+      dx[k] = make_vec3(double(b[0]) - x[k].x, double(b[1]) - x[k].y, double(b[2]) - x[k].z);
+    }
+    toi[i] = T(additive_ccd(x, dx, is_ee, prm));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Broad phase: sort-and-sweep over axis-aligned boxes.
+//
+// Boxes (lo, hi) per primitive, (n, 6), cover the primitive at v0 and (when given) v1, inflated by
+// `inflate` on every side. Two boxes inflated by r/2 each overlap whenever their primitives are
+// closer than r.
+template <typename T>
+struct PrimitiveBoxFunctor {
+  const T* v0;
+  const T* v1;  // null for a static query
+  const int64_t* prim;  // (n, nv) vertex ids, or null: primitive i is vertex i
+  int nv;
+  T inflate;
+  T* box;  // (n, 6)
+
+  CN_HD void operator()(int64_t i) const {
+    T lo[3], hi[3];
+    for (int c = 0; c < 3; ++c) {
+      lo[c] = inf_value<T>();
+      hi[c] = -inf_value<T>();
+    }
+    const int count = prim ? nv : 1;
+    for (int k = 0; k < count; ++k) {
+      const int64_t v = prim ? prim[nv * i + k] : i;
+      for (int t = 0; t < (v1 ? 2 : 1); ++t) {
+        const T* p = (t == 0 ? v0 : v1) + 3 * v;
+        for (int c = 0; c < 3; ++c) {
+          lo[c] = p[c] < lo[c] ? p[c] : lo[c];
+          hi[c] = p[c] > hi[c] ? p[c] : hi[c];
+        }
+      }
+    }
+    for (int c = 0; c < 3; ++c) {
+      box[6 * i + c] = lo[c] - inflate;
+      box[6 * i + 3 + c] = hi[c] + inflate;
+    }
+  }
+};
+
+// First index in the ascending array a[0, n) whose value is ≥ x (strict: > x).
+template <typename T>
+CN_HD int64_t lower_index(const T* a, int64_t n, T x, bool strict) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (strict ? !(a[mid] > x) : a[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+template <typename T>
+CN_HD bool boxes_overlap(const T* a, const T* b) {
+  for (int c = 0; c < 3; ++c)
+    if (a[c] > b[3 + c] || b[c] > a[3 + c]) return false;
+  return true;
+}
+
+// Pairs of overlapping boxes between sorted sets A (vertices) and B (faces), or within one sorted
+// set of edges (self). Item i of the sweep enumerates the partners of one box; each overlapping
+// pair is enumerated exactly once (by the member whose lower bound along `axis` comes first).
+// Pass 1 (out == null) counts per item, pass 2 writes at `offset[i]`.
+//
+// Filters: pairs sharing a vertex; pairs in one body (when body != null; a primitive belongs to the
+// body of its first vertex); and, when dhat2 > 0, pairs whose squared distance is not < dhat2.
+template <typename T>
+struct SweepFunctor {
+  bool self;      // edge–edge within one set (A = B)
+  int axis;       // sweep axis
+  const T* box_a;       // (na, 6) sorted by lo[axis]
+  const T* key_a;       // (na,) lo[axis], ascending
+  const int64_t* id_a;  // (na,) original primitive ids
+  int64_t na;
+  const T* box_b;
+  const T* key_b;
+  const int64_t* id_b;
+  int64_t nb;
+  const T* vertices;  // for the narrow phase
+  const int64_t* faces;
+  const int64_t* edges;
+  const int64_t* body;  // (V,) or null
+  T dhat2;              // > 0: keep only pairs with d² < dhat2
+  const int64_t* offset;
+  int64_t* count;  // pass 1
+  int64_t* out;    // pass 2: (total, 2)
+
+  // Narrow filter for vertex va vs face fb, or edge ea vs edge eb.
+  CN_HD bool keep(int64_t a, int64_t b) const {
+    int64_t id[4];
+    if (self) {
+      id[0] = edges[2 * a];
+      id[1] = edges[2 * a + 1];
+      id[2] = edges[2 * b];
+      id[3] = edges[2 * b + 1];
+      if (id[0] == id[2] || id[0] == id[3] || id[1] == id[2] || id[1] == id[3]) return false;
+    } else {
+      id[0] = a;
+      id[1] = faces[3 * b];
+      id[2] = faces[3 * b + 1];
+      id[3] = faces[3 * b + 2];
+      if (id[0] == id[1] || id[0] == id[2] || id[0] == id[3]) return false;
+    }
+    if (body && body[id[0]] == body[self ? id[2] : id[1]]) return false;
+    if (dhat2 > T(0)) {
+      Vec3<T> v[4];
+      for (int k = 0; k < 4; ++k) v[k] = load3(vertices + 3 * id[k]);
+      const T d = self ? edge_edge_distance(v[0], v[1], v[2], v[3])
+                       : point_triangle_distance(v[0], v[1], v[2], v[3]);
+      if (!(d < dhat2)) return false;
+    }
+    return true;
+  }
+
+  CN_HD void emit(int64_t a, int64_t b, int64_t& n, int64_t i) const {
+    if (!keep(a, b)) return;
+    if (out) {
+      int64_t* o = out + 2 * (offset[i] + n);
+      if (self && a > b) {
+        const int64_t t = a;
+        a = b;
+        b = t;
+      }
+      o[0] = a;
+      o[1] = b;
+    }
+    ++n;
+  }
+
+  CN_HD void operator()(int64_t i) const {
+    int64_t n = 0;
+    if (self) {
+      const T* bi = box_a + 6 * i;
+      for (int64_t j = i + 1; j < na && !(key_a[j] > bi[3 + axis]); ++j)
+        if (boxes_overlap(bi, box_a + 6 * j)) emit(id_a[i], id_a[j], n, i);
+    } else if (i < na) {
+      // Faces whose lower bound lies in [lo_a, hi_a].
+      const T* ba = box_a + 6 * i;
+      for (int64_t j = lower_index(key_b, nb, ba[axis], false); j < nb && !(key_b[j] > ba[3 + axis]);
+           ++j)
+        if (boxes_overlap(ba, box_b + 6 * j)) emit(id_a[i], id_b[j], n, i);
+    } else {
+      // Vertices whose lower bound lies in (lo_b, hi_b].
+      const int64_t k = i - na;
+      const T* bb = box_b + 6 * k;
+      for (int64_t j = lower_index(key_a, na, bb[axis], true); j < na && !(key_a[j] > bb[3 + axis]);
+           ++j)
+        if (boxes_overlap(box_a + 6 * j, bb)) emit(id_a[j], id_b[k], n, i);
+    }
+    if (count) count[i] = n;
+  }
+};
+
+}  // namespace contactnet

@@ -1,0 +1,269 @@
+"""Barrier potential: energy, per-vertex gradient, PSD-projected and assembled Hessian against
+IPC Toolkit and the pure-torch reference; autograd to second order; the chain rule to rigid and
+affine body DOFs (ZeMa eq. 6–8); bad input."""
+
+import numpy as np
+import pytest
+import torch
+
+from contactnet.ops import ipc
+from contactnet.ops.reference import ipc as ref
+
+ipctk = pytest.importorskip("ipctk")
+
+
+def _scene(n=10, seed=0):
+    V, F, E, body, dhat = ref.stacked_sheets(n, seed=seed)
+    return V, F, E, body, dhat, ipc.collision_candidates(V, F, E, dhat)
+
+
+def _ipctk(V, F, E, dhat, kappa):
+    Vn = V.numpy()
+    mesh = ipctk.CollisionMesh(Vn, E.numpy().astype(np.int32), F.numpy().astype(np.int32))
+    coll = ipctk.NormalCollisions()
+    coll.build(mesh, Vn, dhat)
+    return mesh, coll, ipctk.BarrierPotential(dhat, kappa)
+
+
+def _rel(a, b):
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_matches_ipctk(seed):
+    V, F, E, body, dhat, cand = _scene(10, seed)
+    kappa = 37.0
+    mesh, coll, B = _ipctk(V, F, E, dhat, kappa)
+    Vn = V.numpy()
+    assert len(coll.ee_collisions) > 0 and cand.count > 100
+    e = float(ipc.barrier_potential(V, F, E, cand, dhat, kappa))
+    assert abs(e - B(coll, mesh, Vn)) <= 1e-9 * abs(B(coll, mesh, Vn))
+    g = ipc.barrier_potential_gradient(V, F, E, cand, dhat, kappa)
+    assert _rel(g.numpy().reshape(-1), B.gradient(coll, mesh, Vn)) < 1e-9
+    for project, method in ((False, ipctk.PSDProjectionMethod.NONE), (True, ipctk.PSDProjectionMethod.CLAMP)):
+        H = ipc.barrier_potential_hessian(V, F, E, cand, dhat, kappa, project_to_psd=project)
+        assert _rel(H.matrix.to_dense().numpy(), B.hessian(coll, mesh, Vn, method).toarray()) < 1e-9
+
+
+def test_mollified_parallel_edges_match_ipctk():
+    """Two nearly parallel edge pairs (angles 0 and 1e-4): the mollifier is active."""
+    V = torch.tensor([[0, 0, 0], [1, 0, 0], [0.2, 0.01, 0.002], [1.2, 0.01, 0.002],
+                      [3, 0, 0], [4, 0, 0], [3.1, 0.004, 0.0], [4.1, 0.004 + 1e-4, 0.0]], dtype=torch.float64)
+    E = torch.tensor([[0, 1], [2, 3], [4, 5], [6, 7]])
+    F = torch.zeros(0, 3, dtype=torch.int64)
+    rest = V.clone()
+    rest[3, 1] += 0.2  # rest shapes that are far from parallel: eps_x comes from here
+    rest[7, 2] += 0.3
+    dhat, kappa = 0.02, 5.0
+    cand = ipc.collision_candidates(V, F, E, dhat)
+    assert cand.edge_edge.shape[0] == 2
+    Vn = V.numpy()
+    mesh = ipctk.CollisionMesh(rest.numpy(), E.numpy().astype(np.int32), np.zeros((0, 3), np.int32))
+    coll = ipctk.NormalCollisions()
+    coll.build(mesh, Vn, dhat)
+    B = ipctk.BarrierPotential(dhat, kappa)
+    e = float(ipc.barrier_potential(V, F, E, cand, dhat, kappa, rest_vertices=rest))
+    assert abs(e - B(coll, mesh, Vn)) <= 1e-9 * abs(B(coll, mesh, Vn))
+    g = ipc.barrier_potential_gradient(V, F, E, cand, dhat, kappa, rest_vertices=rest)
+    assert _rel(g.numpy().reshape(-1), B.gradient(coll, mesh, Vn)) < 1e-9
+    H = ipc.barrier_potential_hessian(V, F, E, cand, dhat, kappa, rest_vertices=rest, project_to_psd=False)
+    assert _rel(H.matrix.to_dense().numpy(), B.hessian(coll, mesh, Vn).toarray()) < 1e-9
+
+
+@pytest.mark.parametrize("angle", [0.0, 1e-9, 1e-6, 1e-3, 1e-2])
+def test_mollified_potential_is_differentiable_at_parallel_edges(angle):
+    """The edge–edge distance has a kink at exactly parallel edges; m·b does not (m ~ |a×b|²), so
+    central differences of the energy match the analytic gradient at and near parallel."""
+    V = torch.tensor([[0, 0, 0], [1, 0, 0], [0.2, 0.01, 0.002], [1.2, 0.01 + angle, 0.002]], dtype=torch.float64)
+    E = torch.tensor([[0, 1], [2, 3]])
+    F = torch.zeros(0, 3, dtype=torch.int64)
+    rest = V.clone()
+    rest[3, 1] += 0.5
+    cand = ipc.collision_candidates(V, F, E, 0.02)
+    g = ipc.barrier_potential_gradient(V, F, E, cand, 0.02, 1.0, rest_vertices=rest)
+    fd = torch.zeros_like(V)
+    h = 1e-8
+    for i in range(4):
+        for c in range(3):
+            d = torch.zeros_like(V)
+            d[i, c] = h
+            fd[i, c] = (ipc.barrier_potential(V + d, F, E, cand, 0.02, 1.0, rest_vertices=rest)
+                        - ipc.barrier_potential(V - d, F, E, cand, 0.02, 1.0, rest_vertices=rest)) / (2 * h)
+    assert float((g - fd).abs().max()) <= 1e-5 * float(fd.abs().max()) + 1e-12
+
+
+def test_matches_reference_and_finite_differences():
+    V, F, E, body, dhat, cand = _scene(4, seed=5)
+    kappa = 2.0
+    e = ipc.barrier_potential(V, F, E, cand, dhat, kappa)
+    e_ref = ref.barrier_potential(V, F, E, cand.face_vertex, cand.edge_edge, dhat, kappa)
+    assert abs(float(e - e_ref)) <= 1e-12 * abs(float(e_ref))
+    # Gradient and (unprojected) Hessian against autograd of the reference.
+    x = V.clone().requires_grad_()
+    g_ref, = torch.autograd.grad(ref.barrier_potential(x, F, E, cand.face_vertex, cand.edge_edge, dhat, kappa), x)
+    g = ipc.barrier_potential_gradient(V, F, E, cand, dhat, kappa)
+    torch.testing.assert_close(g, g_ref, rtol=1e-10, atol=1e-10 * float(g_ref.abs().max()))
+    H = ipc.barrier_potential_hessian(V, F, E, cand, dhat, kappa, project_to_psd=False).matrix.to_dense()
+    # Hessian vs central differences of the analytic gradient (a few random directions).
+    gen = torch.Generator().manual_seed(0)
+    h = 1e-7
+    for _ in range(3):
+        d = torch.randn(V.shape, generator=gen, dtype=V.dtype)
+        # Fixed rest positions: the mollifier thresholds must not move with the perturbation.
+        fd = (ipc.barrier_potential_gradient(V + h * d, F, E, cand, dhat, kappa, rest_vertices=V)
+              - ipc.barrier_potential_gradient(V - h * d, F, E, cand, dhat, kappa, rest_vertices=V)) / (2 * h)
+        Hd = (H @ d.reshape(-1)).reshape(-1, 3)
+        assert float((Hd - fd).abs().max()) <= 1e-5 * float(Hd.abs().max())
+
+
+def test_projected_hessian_is_psd():
+    V, F, E, body, dhat, cand = _scene(6, seed=2)
+    H = ipc.barrier_potential_hessian(V, F, E, cand, dhat, 10.0)
+    ev = torch.linalg.eigvalsh(H.local)
+    assert float(ev.min()) >= -1e-12 * float(ev.abs().max())
+    raw = ipc.barrier_potential_hessian(V, F, E, cand, dhat, 10.0, project_to_psd=False)
+    assert float(torch.linalg.eigvalsh(raw.local).min()) < 0  # the projection did something
+    # Projection is idempotent and keeps PSD blocks unchanged.
+    twice = H.local.clone()
+    for i in range(twice.shape[0]):
+        twice[i] = torch.from_numpy(ipctk.project_to_psd(H.local[i].numpy()))
+    torch.testing.assert_close(twice, H.local, rtol=0, atol=1e-9 * float(H.local.abs().max()))
+
+
+def test_autograd_first_and_second_order():
+    V, F, E, body, dhat, cand = _scene(3, seed=6)
+    x = V.clone().requires_grad_()
+    f = lambda y: ipc.barrier_potential(y, F, E, cand, dhat, 3.0, rest_vertices=V)  # noqa: E731
+    assert torch.autograd.gradcheck(f, [x], eps=1e-7, atol=1e-6, rtol=1e-5)
+    assert torch.autograd.gradgradcheck(f, [x], eps=1e-7, atol=1e-5, rtol=1e-4)
+    e = f(x)
+    g, = torch.autograd.grad(e, x, create_graph=True)
+    torch.testing.assert_close(g.detach(), ipc.barrier_potential_gradient(V, F, E, cand, dhat, 3.0))
+
+
+def test_opcheck():
+    V, F, E, body, dhat, cand = _scene(2, seed=7)
+    fv, ee = cand
+    ops = torch.ops.contactnet
+    args = (V.clone().requires_grad_(), V, F, E, fv, ee, dhat, 2.0)
+    torch.library.opcheck(ops.ipc_barrier_potential, args)
+    torch.library.opcheck(ops.ipc_barrier_potential_gradient, args)
+    torch.library.opcheck(ops.ipc_barrier_potential_hessian, (V, V, F, E, fv, ee, dhat, 2.0, True))
+
+
+def test_float32_close_to_float64(device):
+    V, F, E, body, dhat, cand = _scene(4, seed=8)
+    d = lambda t: t.to(device)  # noqa: E731
+    c = ipc.Candidates(d(cand.face_vertex), d(cand.edge_edge))
+    e64 = ipc.barrier_potential(d(V), d(F), d(E), c, dhat, 1.0)
+    e32 = ipc.barrier_potential(d(V).float(), d(F), d(E), c, dhat, 1.0)
+    assert abs(float(e32) - float(e64)) <= 1e-3 * abs(float(e64))
+
+
+def test_intersecting_candidate_gives_infinite_energy():
+    V = torch.tensor([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0.2, 0.2, 0.0]], dtype=torch.float64)
+    F = torch.tensor([[0, 1, 2]])
+    cand = ipc.Candidates(torch.tensor([[3, 0]]), torch.zeros(0, 2, dtype=torch.int64))
+    assert torch.isposinf(ipc.barrier_potential(V, F, ipc.mesh_edges(F), cand, 0.1))
+
+
+def test_bad_input():
+    V, F, E, body, dhat, cand = _scene(2)
+    with pytest.raises(ValueError, match="dhat"):
+        ipc.barrier_potential(V, F, E, cand, 0.0)
+    with pytest.raises(ValueError, match="kappa"):
+        ipc.barrier_potential(V, F, E, cand, dhat, -1.0)
+    with pytest.raises(ValueError, match="face_vertex"):
+        ipc.barrier_potential(V, F, E, ipc.Candidates(cand.face_vertex + 10**6, cand.edge_edge), dhat)
+    with pytest.raises(ValueError, match="edge_edge"):
+        ipc.barrier_potential(V, F, E, ipc.Candidates(cand.face_vertex, cand.edge_edge[:, :1].contiguous()), dhat)
+    with pytest.raises(ValueError, match="rest_vertices"):
+        ipc.barrier_potential(V, F, E, cand, dhat, rest_vertices=V[:-1].contiguous())
+    with pytest.raises(TypeError, match="candidates"):
+        ipc.barrier_potential(V, F, E, cand.face_vertex, dhat)
+
+
+# ---- chain rule to body DOFs -------------------------------------------------------------------
+
+
+def _affine_scene():
+    V, F, E, body, dhat, _ = _scene(3, seed=9)
+    centers = torch.stack([V[body == b].mean(0) for b in range(2)])
+    x0 = V - centers[body]  # rest positions in each body's frame
+    q = torch.cat([centers, torch.eye(3, dtype=V.dtype).reshape(1, 9).expand(2, 9)], dim=1)  # (p, a1, a2, a3)
+    return F, E, body, dhat, x0, q
+
+
+def _positions(q, x0, body):
+    p, A = q[:, :3], q[:, 3:].reshape(-1, 3, 3)
+    return torch.einsum("vij,vj->vi", A[body], x0) + p[body]
+
+
+def test_affine_body_chain_rule_matches_autograd():
+    F, E, body, dhat, x0, q = _affine_scene()
+    V = _positions(q, x0, body)
+    cand = ipc.collision_candidates(V, F, E, dhat, vertex_body=body)
+    kappa = 4.0
+    H = ipc.barrier_potential_hessian(V, F, E, cand, dhat, kappa, project_to_psd=False)
+    g = ipc.barrier_potential_gradient(V, F, E, cand, dhat, kappa, per_candidate=True)
+    out = ipc.body_gradient_hessian(g, H.local, H.stencils, body, ipc.affine_jacobian(x0), 2)
+
+    def energy(flat_q):
+        return ipc.barrier_potential(_positions(flat_q.reshape(2, 12), x0, body), F, E, cand, dhat, kappa,
+                                     rest_vertices=V)
+
+    flat = q.reshape(-1).clone()
+    g_ref = torch.autograd.functional.jacobian(energy, flat)
+    H_ref = torch.autograd.functional.hessian(energy, flat)
+    torch.testing.assert_close(out.gradient.reshape(-1), g_ref, rtol=1e-9, atol=1e-9 * float(g_ref.abs().max()))
+    torch.testing.assert_close(out.matrix.to_dense(), H_ref, rtol=1e-8, atol=1e-8 * float(H_ref.abs().max()))
+
+
+def test_projected_body_hessian_is_psd():
+    F, E, body, dhat, x0, q = _affine_scene()
+    V = _positions(q, x0, body)
+    cand = ipc.collision_candidates(V, F, E, dhat, vertex_body=body)
+    H = ipc.barrier_potential_hessian(V, F, E, cand, dhat, 1.0)
+    g = ipc.barrier_potential_gradient(V, F, E, cand, dhat, 1.0, per_candidate=True)
+    out = ipc.body_gradient_hessian(g, H.local, H.stencils, body, ipc.affine_jacobian(x0), 2)
+    ev = torch.linalg.eigvalsh(out.matrix.to_dense())
+    assert float(ev.min()) >= -1e-10 * float(ev.abs().max())
+
+
+def test_rigid_body_gradient_matches_autograd_at_current_pose():
+    """x = p + R(θ) r with R(0) = I: the first-order chain rule is exact at θ = 0."""
+    V, F, E, body, dhat, _ = _scene(3, seed=10)
+    centers = torch.stack([V[body == b].mean(0) for b in range(2)])
+    r = V - centers[body]
+    cand = ipc.collision_candidates(V, F, E, dhat, vertex_body=body)
+    g = ipc.barrier_potential_gradient(V, F, E, cand, dhat, 1.0, per_candidate=True)
+    H = ipc.barrier_potential_hessian(V, F, E, cand, dhat, 1.0)
+    out = ipc.body_gradient_hessian(g, H.local, H.stencils, body, ipc.rigid_jacobian(r), 2)
+
+    def energy(y):
+        y = y.reshape(2, 6)
+        th = y[:, 3:]
+        zero = torch.zeros_like(th[:, 0])
+        K = torch.stack([torch.stack([zero, -th[:, 2], th[:, 1]], -1), torch.stack([th[:, 2], zero, -th[:, 0]], -1),
+                         torch.stack([-th[:, 1], th[:, 0], zero], -1)], 1)
+        R = torch.linalg.matrix_exp(K)
+        x = torch.einsum("vij,vj->vi", R[body], r) + centers[body] + y[body, :3]
+        return ipc.barrier_potential(x, F, E, cand, dhat, 1.0, rest_vertices=V)
+
+    g_ref = torch.autograd.functional.jacobian(energy, torch.zeros(12, dtype=V.dtype))
+    torch.testing.assert_close(out.gradient.reshape(-1), g_ref, rtol=1e-9, atol=1e-9 * float(g_ref.abs().max()))
+    assert out.local.shape[1:] == (24, 24)
+
+
+def test_body_chain_rule_bad_input():
+    F, E, body, dhat, x0, q = _affine_scene()
+    V = _positions(q, x0, body)
+    cand = ipc.collision_candidates(V, F, E, dhat, vertex_body=body)
+    H = ipc.barrier_potential_hessian(V, F, E, cand, dhat, 1.0)
+    g = ipc.barrier_potential_gradient(V, F, E, cand, dhat, 1.0, per_candidate=True)
+    with pytest.raises(ValueError, match="vertex_body"):
+        ipc.body_gradient_hessian(g, H.local, H.stencils, body, ipc.affine_jacobian(x0), 1)
+    with pytest.raises(ValueError, match="jacobian"):
+        ipc.body_gradient_hessian(g, H.local, H.stencils, body, ipc.affine_jacobian(x0)[:-1], 2)
+    with pytest.raises(ValueError, match="local_hessian"):
+        ipc.body_gradient_hessian(g, H.local[:, :6].contiguous(), H.stencils, body, ipc.affine_jacobian(x0), 2)
