@@ -1,13 +1,15 @@
 """Real mesh sets read from a local folder: GSO (`*/meshes/model.obj`), YCB
 (`*/google_16k/textured.obj`), EGAD, or any folder of .obj/.stl/.ply/.glb files. Nothing is ever
-downloaded. Each mesh is cleaned, optionally scaled, and centred on its AABB centre; a manifest
-records what was loaded and what was skipped, and why."""
+downloaded. Each mesh is validated and cleaned by `contactnet.geometry.Mesh` (degenerate faces
+dropped with a warning), optionally scaled, and centred on its AABB centre; a manifest records
+what was loaded and what was skipped, and why."""
 
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from contactnet.geometry.mesh import Mesh
 
 # Layouts tried in order; the first that matches anything wins, else every mesh file is taken.
 KNOWN_LAYOUTS = {"gso": "*/meshes/model.obj", "ycb": "*/google_16k/textured.obj"}
@@ -43,38 +45,6 @@ def find_mesh_files(root: Path) -> tuple[str, list[tuple[str, Path]]]:
     return "files", list(zip(names, files))
 
 
-def clean_mesh(vertices: np.ndarray, faces: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """Validate and tidy a polygon soup: NaN/Inf vertices or bad face indices raise ValueError
-    naming the mesh; degenerate faces (repeated index or zero area) are dropped and counted;
-    unreferenced vertices are removed. Watertightness is not required."""
-    vertices = np.asarray(vertices, dtype=np.float64)
-    faces = np.asarray(faces)
-    if vertices.ndim != 2 or vertices.shape[1] != 3 or faces.ndim != 2 or faces.shape[1] != 3:
-        raise ValueError(f"mesh {name!r}: expected vertices (V, 3) and faces (F, 3), got "
-                         f"{vertices.shape} and {faces.shape}")
-    if not np.isfinite(vertices).all():
-        raise ValueError(f"mesh {name!r}: vertices contain NaN or Inf")
-    if len(faces) and (faces.min() < 0 or faces.max() >= len(vertices)):
-        raise ValueError(f"mesh {name!r}: face indices must lie in [0, {len(vertices)}), got "
-                         f"[{faces.min()}, {faces.max()}]")
-    faces = faces.astype(np.int64)
-    tri = vertices[faces]
-    area2 = np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1)
-    repeated = (faces[:, 0] == faces[:, 1]) | (faces[:, 1] == faces[:, 2]) | (faces[:, 0] == faces[:, 2])
-    keep = ~repeated & (area2 > 0)
-    dropped = int((~keep).sum())
-    faces = faces[keep]
-    if len(faces) == 0:
-        raise ValueError(f"mesh {name!r}: no non-degenerate faces")
-    used, faces = np.unique(faces, return_inverse=True)
-    return vertices[used], faces.reshape(-1, 3), dropped
-
-
-def centre_on_aabb(vertices: np.ndarray) -> np.ndarray:
-    lo, hi = vertices.min(0), vertices.max(0)
-    return vertices - (lo + hi) / 2
-
-
 def load_mesh_folder(root: str | Path, scale: float = 1.0) -> tuple[list[LoadedMesh], FolderManifest]:
     """Load every mesh under `root`, scaled by `scale` and centred on its AABB centre."""
     import trimesh  # heavy: imported where used
@@ -90,13 +60,13 @@ def load_mesh_folder(root: str | Path, scale: float = 1.0) -> tuple[list[LoadedM
     for name, path in files:
         try:
             loaded = trimesh.load(path, force="mesh", process=False)
-            vertices, faces, dropped = clean_mesh(loaded.vertices, loaded.faces, name)
+            mesh = Mesh(np.asarray(loaded.vertices) * scale, np.asarray(loaded.faces), name=name)
         except Exception as exc:  # any unreadable or invalid file is skipped, with its reason
             manifest.skipped.append({"name": name, "path": str(path), "reason": f"{type(exc).__name__}: {exc}"})
             continue
-        if dropped:
-            warnings.warn(f"mesh {name!r}: dropped {dropped} degenerate faces", stacklevel=2)
-        vertices = centre_on_aabb(vertices * scale)
+        dropped = len(loaded.faces) - mesh.num_faces
+        mesh = mesh.recentered()
+        vertices, faces = mesh.vertices.numpy(), mesh.faces.numpy()
         meshes.append(LoadedMesh(name, str(path), vertices, faces, dropped))
         manifest.loaded.append({"name": name, "path": str(path), "vertices": len(vertices),
                                 "faces": len(faces), "dropped_faces": dropped})

@@ -14,7 +14,6 @@ interrupted build resumes by skipping the objects already on disk.
 
 import argparse
 import platform
-import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from contactnet.data.mesh_folder import load_mesh_folder
 from contactnet.data.procedural import FAMILIES, make_object
+from contactnet.data.seeds import derive_seed
 from contactnet.data.storage import save_npz_atomic, write_json_atomic
 from contactnet.geometry.sampling import sample_surface_even
 
@@ -54,11 +54,6 @@ class ObjectSet:
         return len(self.names)
 
 
-def _object_seed(base_seed: int, family: str, index: int) -> int:
-    """A seed that depends only on (set seed, family name, index): stable if families are added."""
-    return int(np.random.SeedSequence([base_seed, zlib.crc32(family.encode()), index]).generate_state(1)[0])
-
-
 def _procedural_sources(spec: ObjectSetSpec):
     families = spec.families or list(FAMILIES)
     unknown = sorted(set(families) - set(FAMILIES))
@@ -68,7 +63,7 @@ def _procedural_sources(spec: ObjectSetSpec):
         raise ValueError(f"objects_per_family: expected a positive count, got {spec.objects_per_family}")
     for family in families:
         for i in range(spec.objects_per_family):
-            seed = _object_seed(spec.seed, family, i)
+            seed = derive_seed(spec.seed, family, i)
             yield f"{family}_{i:03d}", family, f"procedural:{family}:{seed}", lambda f=family, s=seed: make_object(f, s)
 
 

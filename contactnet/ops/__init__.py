@@ -3,6 +3,14 @@
 Importing this package loads the compiled extension; it needs nothing but torch and numpy.
 """
 
+from contactnet.ops.mesh_query import (
+    Contacts,
+    MeshDistance,
+    blem_contacts,
+    cluster_contacts,
+    mesh_collide,
+    mesh_distance,
+)
 from contactnet.ops.primitive_distance import (
     EdgeEdgeType,
     PointTriangleDistance,
@@ -12,6 +20,32 @@ from contactnet.ops.primitive_distance import (
     point_triangle_distance,
     segment_segment_distance,
     triangle_distance,
+)
+from contactnet.ops import ipc
+from contactnet.ops.ipc import (
+    BarrierHessian,
+    BodyDerivatives,
+    Candidates,
+    affine_jacobian,
+    barrier,
+    barrier_potential,
+    barrier_potential_gradient,
+    barrier_potential_hessian,
+    body_gradient_hessian,
+    ccd_time_of_impact,
+    collision_candidates,
+    collision_free_step,
+    edge_edge_distance_squared,
+    edge_edge_mollifier,
+    friction_potential,
+    friction_potential_gradient,
+    friction_potential_hessian,
+    mesh_edges,
+    point_edge_distance_squared,
+    point_point_distance_squared,
+    point_triangle_distance_squared,
+    rigid_jacobian,
+    swept_candidates,
 )
 
 __all__ = [
@@ -23,4 +57,35 @@ __all__ = [
     "point_triangle_distance",
     "segment_segment_distance",
     "triangle_distance",
+    "Contacts",
+    "MeshDistance",
+    "blem_contacts",
+    "cluster_contacts",
+    "mesh_collide",
+    "mesh_distance",
+    # IPC barrier kernels (contactnet.ops.ipc has the gradient / Hessian siblings)
+    "ipc",
+    "BarrierHessian",
+    "BodyDerivatives",
+    "Candidates",
+    "affine_jacobian",
+    "barrier",
+    "barrier_potential",
+    "barrier_potential_gradient",
+    "barrier_potential_hessian",
+    "body_gradient_hessian",
+    "ccd_time_of_impact",
+    "collision_candidates",
+    "collision_free_step",
+    "edge_edge_distance_squared",
+    "edge_edge_mollifier",
+    "friction_potential",
+    "friction_potential_gradient",
+    "friction_potential_hessian",
+    "mesh_edges",
+    "point_edge_distance_squared",
+    "point_point_distance_squared",
+    "point_triangle_distance_squared",
+    "rigid_jacobian",
+    "swept_candidates",
 ]

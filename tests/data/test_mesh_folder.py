@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import trimesh
 
-from contactnet.data.mesh_folder import clean_mesh, load_mesh_folder
+from contactnet.data.mesh_folder import load_mesh_folder
 
 
 def _box(path, extent=0.1, offset=(1.0, 2.0, 3.0)):
@@ -45,15 +45,13 @@ def test_plain_folder_skips_bad_files_with_reasons(tmp_path):
     assert "NaN" in reasons["broken"]
 
 
-def test_clean_mesh_drops_degenerate_faces_and_checks_indices():
-    v = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [2, 0, 0], [9, 9, 9]], dtype=float)
+def test_degenerate_faces_are_dropped_and_counted(tmp_path):
+    v = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [2, 0, 0]], dtype=float)
     f = np.array([[0, 1, 2], [0, 1, 3], [1, 1, 2]])  # collinear, repeated index
-    vertices, faces, dropped = clean_mesh(v, f, "toy")
-    assert dropped == 2 and len(faces) == 1 and len(vertices) == 3
-    with pytest.raises(ValueError, match="mesh 'toy': face indices"):
-        clean_mesh(v, np.array([[0, 1, 7]]), "toy")
-    with pytest.raises(ValueError, match="mesh 'toy': vertices contain NaN"):
-        clean_mesh(np.full((3, 3), np.nan), np.array([[0, 1, 2]]), "toy")
+    trimesh.Trimesh(v, f, process=False).export(tmp_path / "toy.obj")
+    with pytest.warns(UserWarning, match="degenerate"):
+        meshes, manifest = load_mesh_folder(tmp_path)
+    assert len(meshes[0].faces) == 1 and manifest.loaded[0]["dropped_faces"] == 2
 
 
 def test_missing_or_empty_folder(tmp_path):

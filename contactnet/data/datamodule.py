@@ -1,0 +1,151 @@
+"""LightningDataModule over generated pair datasets.
+
+An item is one object-pair group: the two objects' point clouds (K points with normals) and the
+group's G poses and labels, so a model encodes each cloud once per group and reuses it for all G
+queries. A batch stacks B groups:
+
+    points_a, normals_a, points_b, normals_b   (B, K, 3) float32, object frames
+    aabb_a, aabb_b                             (B, 2, 3) min/max corners of the object's mesh
+    ids_a, ids_b                               (B,) int64 object ids
+    poses_a, poses_b                           (B, G, 7) [x, y, z, qw, qx, qy, qz]
+    label                                      (B, G) float32, 1 = colliding
+    signed_distance, barrier                   (B, G) float32
+
+Training groups get rotation augmentation: each object's shape is rotated by its own random R
+(points, normals and mesh box) and re-centred on its new AABB centre, and the inverse transform
+is composed into its poses, so the occupied space — and the exact label — is unchanged.
+"""
+
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from contactnet.data.dataset import load_manifest, read_shard
+from contactnet.data.objects import load_object_set
+from contactnet.geometry.poses import compose_poses, quaternion_to_matrix
+
+SPLITS = ("train", "val", "test_known", "test_unknown")
+
+
+class PairGroups(Dataset):
+    """The object-pair groups of one split (memory-mapped shards)."""
+
+    def __init__(self, root: str | Path, objects, augment: bool = False, seed: int = 0,
+                 allowed_objects: set[int] | None = None):
+        self.manifest = load_manifest(root)
+        spec = self.manifest["spec"]
+        self.group = spec["pairs"]["poses_per_pair"]
+        self.groups_per_shard = spec["pairs_per_shard"]
+        self.shards = [read_shard(Path(root), i) for i in range(spec["num_shards"])]
+        # (shard, group) of every kept group; with allowed_objects only groups of those objects.
+        self.index = [(s, g) for s, shard in enumerate(self.shards) for g in range(self.groups_per_shard)
+                      if allowed_objects is None
+                      or {int(shard["ids_a"][g * self.group]), int(shard["ids_b"][g * self.group])} <= allowed_objects]
+        self.objects = objects
+        self.vertices = [torch.as_tensor(v, dtype=torch.float32) for v in objects.vertices]
+        self.augment = augment
+        self.seed = seed
+        self.epoch = 0  # set by the DataModule so augmentation differs per epoch yet is reproducible
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def _shape(self, obj: int):
+        points = torch.as_tensor(self.objects.points[obj], dtype=torch.float32)
+        normals = torch.as_tensor(self.objects.normals[obj], dtype=torch.float32)
+        aabb = torch.as_tensor(self.objects.aabb[obj], dtype=torch.float32)
+        return points, normals, aabb
+
+    def _augment(self, obj: int, poses: torch.Tensor, generator: torch.Generator):
+        """Rotate object `obj` by a random R, re-centre it, and compose the inverse into `poses`."""
+        q = torch.randn(4, generator=generator)
+        q = q / q.norm()
+        R = quaternion_to_matrix(q)
+        vertices = self.vertices[obj] @ R.T
+        centre = (vertices.min(0).values + vertices.max(0).values) / 2
+        points, normals, _ = self._shape(obj)
+        points = points @ R.T - centre
+        normals = normals @ R.T
+        aabb = torch.stack([vertices.min(0).values, vertices.max(0).values]) - centre
+        # x_world = pose(x_old) and x_new = R x_old - c, so pose_new = pose ∘ (R, -c)⁻¹.
+        q_inv = q * torch.tensor([1.0, -1.0, -1.0, -1.0])
+        inverse = torch.cat([(R.T @ centre), q_inv])
+        return points, normals, aabb, compose_poses(poses, inverse.expand_as(poses))
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        s, g = self.index[index]
+        shard = self.shards[s]
+        rows = slice(g * self.group, (g + 1) * self.group)
+        ids_a, ids_b = int(shard["ids_a"][rows.start]), int(shard["ids_b"][rows.start])
+        poses_a = torch.from_numpy(np.array(shard["poses_a"][rows]))
+        poses_b = torch.from_numpy(np.array(shard["poses_b"][rows]))
+        if self.augment:
+            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch * 7919 + index)
+            pa, na, aabb_a, poses_a = self._augment(ids_a, poses_a, generator)
+            pb, nb, aabb_b, poses_b = self._augment(ids_b, poses_b, generator)
+        else:
+            (pa, na, aabb_a), (pb, nb, aabb_b) = self._shape(ids_a), self._shape(ids_b)
+        return {
+            "points_a": pa, "normals_a": na, "aabb_a": aabb_a, "ids_a": torch.tensor(ids_a),
+            "points_b": pb, "normals_b": nb, "aabb_b": aabb_b, "ids_b": torch.tensor(ids_b),
+            "poses_a": poses_a, "poses_b": poses_b,
+            "label": torch.from_numpy(np.array(shard["label"][rows], dtype=np.float32)),
+            "signed_distance": torch.from_numpy(np.array(shard["signed_distance"][rows])),
+            "barrier": torch.from_numpy(np.array(shard["barrier"][rows])),
+        }
+
+
+class PairDataModule(L.LightningDataModule):
+    """Train / val / test_known / test_unknown loaders over a generated dataset folder."""
+
+    def __init__(self, root: str, groups_per_batch: int = 8, num_workers: int = 0, augment: bool = True,
+                 seed: int = 0, train_objects: int | None = None):
+        """train_objects: train only on pairs among the first N known objects (data efficiency)."""
+        super().__init__()
+        self.train_objects = train_objects
+        self.root = Path(root)
+        self.groups_per_batch = groups_per_batch
+        self.num_workers = num_workers
+        self.augment = augment
+        self.seed = seed
+        self.datasets: dict[str, PairGroups] = {}
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.datasets:
+            return
+        missing = [s for s in SPLITS if not (self.root / s / "manifest.json").exists()]
+        if missing:
+            raise FileNotFoundError(f"root: {self.root} lacks the splits {missing}; generate them with "
+                                    "`python -m contactnet.data.generate`")
+        objects = load_object_set(self.root / "objects")
+        allowed = None
+        if self.train_objects is not None:
+            known = load_manifest(self.root / "train")["objects"]["known"]
+            if not 0 < self.train_objects <= len(known):
+                raise ValueError(f"train_objects: expected 1..{len(known)} (known objects), got {self.train_objects}")
+            allowed = set(known[: self.train_objects])
+        for split in SPLITS:
+            self.datasets[split] = PairGroups(self.root / split, objects, augment=self.augment and split == "train",
+                                              seed=self.seed, allowed_objects=allowed if split == "train" else None)
+        if len(self.datasets["train"]) == 0:
+            raise ValueError(f"train_objects: no training pair uses only the first {self.train_objects} objects")
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        generator = torch.Generator().manual_seed(self.seed)
+        return DataLoader(self.datasets[split], batch_size=self.groups_per_batch, shuffle=shuffle,
+                          num_workers=self.num_workers, pin_memory=torch.cuda.is_available(),
+                          persistent_workers=self.num_workers > 0, generator=generator)
+
+    def train_dataloader(self) -> DataLoader:
+        if self.trainer is not None:
+            self.datasets["train"].epoch = self.trainer.current_epoch
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> list[DataLoader]:
+        return [self._loader("test_known", shuffle=False), self._loader("test_unknown", shuffle=False)]

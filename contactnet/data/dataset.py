@@ -1,0 +1,163 @@
+"""Sharded, memory-mappable datasets of labelled object pairs.
+
+A dataset folder holds a manifest and shards:
+    manifest.json            config, seed, objects, per-shard counts, label and distance statistics
+    shard_00000/<field>.npy  one .npy per field (np.load(..., mmap_mode="r") maps it)
+
+Shard i is a pure function of (config, i): its object pairs and poses come from a generator seeded
+with (seed, i), so shards can be made by separate processes or machines (`shard=i num_shards=N`)
+and merged by writing the manifest once all are present. A shard is written to a temporary folder
+and renamed into place, so an interrupted run resumes by skipping finished shards.
+
+Fields (Q samples per shard, grouped by object pair: `poses_per_pair` consecutive rows share one):
+    ids_a, ids_b (Q,) int64; poses_a, poses_b (Q, 7) float32; label (Q,) bool;
+    signed_distance (Q,) float32; barrier (Q,) float32 (+inf when colliding)
+"""
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from contactnet.data.pairs import PairSpec, label_pairs, sample_pairs
+from contactnet.data.seeds import derive_seed
+from contactnet.data.storage import write_json_atomic
+from contactnet.geometry.mesh import MeshLibrary
+
+FIELDS = ("ids_a", "ids_b", "poses_a", "poses_b", "label", "signed_distance", "barrier")
+
+
+@dataclass
+class DatasetSpec:
+    object_ids: list[int]  # ids (into the object set / library) this dataset draws pairs from
+    pairs_per_shard: int = 4  # object pairs per shard
+    num_shards: int = 1
+    seed: int = 0
+    pairs: PairSpec = field(default_factory=PairSpec)
+    # A set whose positive (colliding) rate falls outside this band is an error, not a dataset.
+    positive_rate_band: tuple[float, float] = (0.2, 0.8)
+
+    def __post_init__(self):
+        if isinstance(self.pairs, dict):
+            self.pairs = PairSpec(**self.pairs)
+        if len(self.object_ids) == 0:
+            raise ValueError("object_ids: expected at least one object")
+        if self.pairs_per_shard <= 0 or self.num_shards <= 0:
+            raise ValueError("pairs_per_shard and num_shards: expected positive counts")
+        lo, hi = self.positive_rate_band
+        if not 0 <= lo <= hi <= 1:
+            raise ValueError(f"positive_rate_band: expected 0 <= low <= high <= 1, got {self.positive_rate_band}")
+
+
+def shard_dir(root: Path, index: int) -> Path:
+    return Path(root) / f"shard_{index:05d}"
+
+
+def make_shard(lib: MeshLibrary, spec: DatasetSpec, index: int) -> dict[str, np.ndarray]:
+    """The samples of shard `index`: a pure function of (library, spec, index)."""
+    generator = torch.Generator().manual_seed(derive_seed(spec.seed, index))
+    objects = torch.as_tensor(spec.object_ids, dtype=torch.int64)
+    picks = torch.randint(len(objects), (spec.pairs_per_shard, 2), generator=generator)
+    per_pair = spec.pairs.poses_per_pair
+    ids_a = objects[picks[:, 0]].repeat_interleave(per_pair)
+    ids_b = objects[picks[:, 1]].repeat_interleave(per_pair)
+    poses_a, poses_b, direction, _ = sample_pairs(lib, ids_a, ids_b, spec.pairs, generator)
+    labels = label_pairs(lib, ids_a, ids_b, poses_a, poses_b, direction, spec.pairs)
+    return {
+        "ids_a": ids_a.numpy(),
+        "ids_b": ids_b.numpy(),
+        "poses_a": poses_a.float().numpy(),
+        "poses_b": poses_b.float().numpy(),
+        "label": labels["label"].numpy(),
+        "signed_distance": labels["signed_distance"].float().numpy(),
+        "barrier": labels["barrier"].float().numpy(),
+    }
+
+
+def write_shard(root: Path, index: int, arrays: dict[str, np.ndarray]) -> Path:
+    """Write a shard folder atomically: fill a temporary folder, then rename it into place."""
+    final = shard_dir(root, index)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
+    try:
+        for name, array in arrays.items():
+            np.save(tmp / f"{name}.npy", array)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def read_shard(root: Path, index: int, mmap: bool = True) -> dict[str, np.ndarray]:
+    folder = shard_dir(root, index)
+    return {name: np.load(folder / f"{name}.npy", mmap_mode="r" if mmap else None) for name in FIELDS}
+
+
+def generate_shards(lib: MeshLibrary, spec: DatasetSpec, root: str | Path, shards=None,
+                    progress: bool = True) -> list[int]:
+    """Make the shards in `shards` (default: all) that are not on disk yet; returns those made."""
+    from tqdm import tqdm
+
+    root = Path(root)
+    todo = [i for i in (range(spec.num_shards) if shards is None else shards)
+            if not shard_dir(root, i).exists()]
+    for index in tqdm(todo, desc="shards", disable=not progress):
+        write_shard(root, index, make_shard(lib, spec, index))
+    return todo
+
+
+def summarize(root: str | Path, spec: DatasetSpec) -> dict:
+    """Class balance and signed-distance distribution over all shards (all must exist)."""
+    labels, distances, counts = [], [], []
+    for i in range(spec.num_shards):
+        if not shard_dir(root, i).exists():
+            raise FileNotFoundError(f"shard {i} of {spec.num_shards} is missing under {root}")
+        shard = read_shard(Path(root), i)
+        labels.append(np.asarray(shard["label"]))
+        distances.append(np.asarray(shard["signed_distance"]))
+        counts.append(len(shard["label"]))
+    label = np.concatenate(labels)
+    sd = np.concatenate(distances)
+    edges = np.array([-np.inf, -0.05, -0.02, -0.01, -0.005, 0, 0.005, 0.01, 0.02, 0.05, np.inf])
+    hist, _ = np.histogram(sd, bins=edges)
+    return {
+        "samples": int(len(label)),
+        "shard_counts": counts,
+        "positive_rate": float(label.mean()),
+        "signed_distance_quantiles": {str(q): float(np.quantile(sd, q)) for q in (0.01, 0.1, 0.5, 0.9, 0.99)},
+        "signed_distance_histogram": {"edges_m": [float(e) for e in edges], "counts": hist.tolist()},
+    }
+
+
+def write_manifest(root: str | Path, spec: DatasetSpec, object_set: dict | None = None) -> dict:
+    """Summarise every shard, check the class balance, and write manifest.json atomically."""
+    stats = summarize(root, spec)
+    lo, hi = spec.positive_rate_band
+    if not lo <= stats["positive_rate"] <= hi:
+        raise ValueError(
+            f"dataset {root}: positive (colliding) rate {stats['positive_rate']:.3f} is outside "
+            f"positive_rate_band {spec.positive_rate_band}; the sampling is degenerate for these objects"
+        )
+    manifest = {
+        "format": "contactnet.pairs/1",
+        "spec": asdict(spec),
+        "fields": list(FIELDS),
+        "objects": object_set,
+        "stats": stats,
+        "versions": {"torch": torch.__version__, "numpy": np.__version__},
+    }
+    write_json_atomic(Path(root) / "manifest.json", manifest)
+    return manifest
+
+
+def load_manifest(root: str | Path) -> dict:
+    path = Path(root) / "manifest.json"
+    if not path.exists():
+        raise FileNotFoundError(f"root: {root} has no manifest.json (generation not finished?)")
+    return json.loads(path.read_text())

@@ -1,0 +1,116 @@
+"""Generate a labelled pair dataset from a Hydra config:
+
+    python -m contactnet.data.generate data=procedural_small
+    python -m contactnet.data.generate data=procedural_small split=train shard=3   # one shard
+
+Builds (or finishes) the object set, splits objects into known and unknown families, then makes
+every split's shards (resuming: finished shards are skipped) and, once a split has all of them,
+its manifest. Writes under `${paths.data_dir}/<data.name>/`.
+"""
+
+from pathlib import Path
+
+import hydra
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from contactnet.data.dataset import DatasetSpec, generate_shards, shard_dir, write_manifest
+from contactnet.data.objects import ObjectSet, build_object_set, load_object_set
+from contactnet.data.pairs import PairSpec
+from contactnet.data.seeds import derive_seed
+from contactnet.geometry.mesh import Mesh, MeshLibrary
+
+SPLITS = ("train", "val", "test_known", "test_unknown")
+
+
+def object_library(objects: ObjectSet) -> MeshLibrary:
+    """Exact labels are computed in float64."""
+    meshes = [Mesh(v, f, name=n) for v, f, n in zip(objects.vertices, objects.faces, objects.names)]
+    return MeshLibrary(meshes, dtype=torch.float64)
+
+
+def split_objects(objects: ObjectSet, unknown_families) -> dict[str, list[int]]:
+    unknown = set(unknown_families)
+    missing = unknown - set(objects.families)
+    if missing:
+        raise ValueError(f"unknown_families: {sorted(missing)} are not in the object set")
+    ids = {"known": [i for i, f in enumerate(objects.families) if f not in unknown],
+           "unknown": [i for i, f in enumerate(objects.families) if f in unknown]}
+    if not ids["known"] or not ids["unknown"]:
+        raise ValueError("unknown_families: both the known and the unknown object sets must be non-empty")
+    return ids
+
+
+def split_spec(data: DictConfig, name: str, object_ids: list[int]) -> DatasetSpec:
+    split = data.splits[name]
+    band = data.positive_rate_band.manipulated if split.manipulate else data.positive_rate_band.uniform
+    pairs = PairSpec(poses_per_pair=split.poses_per_pair, manipulate=split.manipulate, **data.pairs)
+    return DatasetSpec(object_ids=object_ids, pairs_per_shard=split.pairs_per_shard,
+                       num_shards=split.num_shards, seed=derive_seed(data.seed, name), pairs=pairs,
+                       positive_rate_band=tuple(band))
+
+
+def _generate_in_worker(job: tuple[dict, str, str, int]) -> None:
+    data, out_dir, split, shard = job
+    torch.set_num_threads(1)
+    generate(OmegaConf.create(data), out_dir, split=split, shard=shard, progress=False)
+
+
+def _generate_in_parallel(data: DictConfig, out: Path, names, workers: int, progress: bool) -> None:
+    """Missing shards of `names`, one process each (spawned: no forked OpenMP state)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tqdm import tqdm
+
+    config = OmegaConf.to_container(data, resolve=True)
+    jobs = [(config, str(out), name, i) for name in names for i in range(data.splits[name].num_shards)
+            if not shard_dir(out / name, i).exists()]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(tqdm(pool.map(_generate_in_worker, jobs), total=len(jobs), desc="shards", disable=not progress))
+
+
+def generate(data: DictConfig, out_dir: str | Path, split: str | None = None, shard: int | None = None,
+             workers: int = 1, progress: bool = True) -> dict[str, dict | None]:
+    """Generate the dataset of the data config `data` under `out_dir` (only `split` / `shard` if
+    given); returns each split's manifest (None while some of its shards are missing)."""
+    out = Path(out_dir)
+    object_spec = hydra.utils.instantiate(data.objects)
+    build_object_set(object_spec, out / "objects", progress=progress)
+    objects = load_object_set(out / "objects")
+    lib = object_library(objects)
+    ids = split_objects(objects, data.unknown_families)
+    object_table = {"root": str(out / "objects"), "names": objects.names, "families": objects.families,
+                    "known": ids["known"], "unknown": ids["unknown"]}
+    names = SPLITS if split is None else [split]
+    for name in names:
+        if name not in data.splits:
+            raise ValueError(f"split: expected one of {list(data.splits)}, got {name!r}")
+    if workers > 1 and shard is None:
+        _generate_in_parallel(data, out, names, workers, progress)
+    manifests = {}
+    for name in names:
+        spec = split_spec(data, name, ids[data.splits[name].objects])
+        generate_shards(lib, spec, out / name, shards=None if shard is None else [int(shard)], progress=progress)
+        complete = all(shard_dir(out / name, i).exists() for i in range(spec.num_shards))
+        manifests[name] = write_manifest(out / name, spec, object_table) if complete else None
+        if complete:
+            stats = manifests[name]["stats"]
+            print(f"{name}: {stats['samples']} samples, positive rate {stats['positive_rate']:.3f}")
+    return manifests
+
+
+def run(cfg: DictConfig) -> dict[str, dict | None]:
+    """The entry point's work on a composed `generate` config."""
+    return generate(cfg.data, cfg.out_dir, split=cfg.split, shard=cfg.shard, workers=cfg.workers,
+                    progress=cfg.progress)
+
+
+@hydra.main(version_base="1.3", config_path="../../conf", config_name="generate")
+def main(cfg: DictConfig) -> None:
+    print(OmegaConf.to_yaml(cfg.data))
+    run(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Labelled object pairs (LOCC §III-A and §IV-A), labelled exactly by the mesh kernels.
+
+Training pairs are distance-manipulated: both objects get random poses, the minimum distance
+between them is measured (direction u from B's closest point to A's), a target signed gap
+s ~ N(0, σ) is drawn, and B is translated along u so that the gap along u becomes s. Only the
+relative pose matters, so instead of two positions in a large box (the paper's wording) B starts
+in a uniformly random direction from A with their bounding spheres just apart: the same relative
+direction and rotation distribution, with the distance query in its fast near-field regime.
+Test pairs use uniform poses: B's position uniform in the cube around A that its size can reach,
+both rotations uniform, kept only where the two objects' oriented bounding boxes overlap (a pair a
+box broad phase already rules out tells nothing about a narrow-phase collision checker).
+Either way the label is then computed by `mesh_collide` at the final poses: s only steers the
+sampling towards the contact boundary, it is never the label.
+
+Per sample: object ids, both poses, the exact collision label, a signed distance, and the IPC
+barrier b(d², d̂²) as a smooth proximity target.
+- Signed distance, separated pairs: the exact minimum surface distance (> 0).
+- Signed distance, colliding pairs: −t, where t is the translation of B along the sample's
+  direction (u, or the centre-to-centre direction for uniform pairs) that separates the pair,
+  found by bisection to `penetration_tol`. The true penetration depth is at most t, so the stored
+  value is a lower bound of the true signed distance (and exact for a pair that only touches).
+- Barrier: b(d², d̂²) = −(d² − d̂²)² ln(d²/d̂²) for 0 < d < d̂, 0 beyond, +inf when colliding.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from contactnet.geometry.boxes import boxes_overlap
+from contactnet.geometry.mesh import MeshLibrary
+from contactnet.ops import barrier, mesh_collide, mesh_distance
+
+__all__ = ["PairSpec", "label_pairs", "random_quaternions", "sample_pairs"]
+
+
+@dataclass
+class PairSpec:
+    poses_per_pair: int = 1000  # poses per object pair (the paper's 1000), stored contiguously
+    manipulate: bool = True  # True: distance-manipulated (training); False: uniform (test)
+    sigma: float = 0.02  # metres, std of the target signed gap s
+    box_size: float = 1.0  # metres, side of the box A's position is drawn in
+    dhat: float = 0.01  # metres, barrier activation distance
+    penetration_tol: float = 1e-4  # metres, bisection tolerance of the penetration estimate
+
+    def __post_init__(self):
+        for name in ("sigma", "box_size", "dhat", "penetration_tol"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: expected > 0, got {getattr(self, name)}")
+        if self.poses_per_pair <= 0:
+            raise ValueError(f"poses_per_pair: expected > 0, got {self.poses_per_pair}")
+
+
+def random_quaternions(n: int, generator: torch.Generator, dtype=torch.float64) -> torch.Tensor:
+    """(n, 4) rotations uniform on SO(3), as unit quaternions [qw, qx, qy, qz]."""
+    q = torch.randn(n, 4, generator=generator, dtype=dtype)
+    return q / q.norm(dim=1, keepdim=True)
+
+
+def _radius(lib: MeshLibrary, ids: torch.Tensor) -> torch.Tensor:
+    """Bounding radius about the object-frame origin, per id."""
+    radii = torch.stack([lib[i].vertices.norm(dim=1).max() for i in range(len(lib))]).to(lib.dtype)
+    return radii[ids]
+
+
+def sample_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spec: PairSpec,
+                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Poses for Q = len(ids_a) queries: (poses_a, poses_b, direction u (Q, 3), target gap s (Q,)).
+
+    u points from B towards A; s is NaN for uniform (unmanipulated) pairs.
+    """
+    q, dtype = ids_a.shape[0], lib.dtype
+    half = spec.box_size / 2
+    rot_a = random_quaternions(q, generator, dtype)
+    rot_b = random_quaternions(q, generator, dtype)
+    pos_a = (torch.rand(q, 3, generator=generator, dtype=dtype) * 2 - 1) * half
+    reach = _radius(lib, ids_a) + _radius(lib, ids_b)
+    if spec.manipulate:
+        away = torch.randn(q, 3, generator=generator, dtype=dtype)
+        pos_b = pos_a + away / away.norm(dim=1, keepdim=True) * (reach * 1.01)[:, None]
+        s = torch.randn(q, generator=generator, dtype=dtype) * spec.sigma
+        poses_a = torch.cat([pos_a, rot_a], 1)
+        poses_b = torch.cat([pos_b, rot_b], 1)
+        near = mesh_distance(lib, ids_a, ids_b, poses_a, poses_b)
+        gap = near.point_a - near.point_b
+        separated = near.distance > 0
+        centre = pos_a - pos_b
+        # Rarely the initial poses already overlap: keep them, push along the centre line instead.
+        u = torch.where(separated[:, None], gap, centre)
+        u = u / u.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        shift = torch.where(separated, near.distance - s, torch.zeros_like(s))
+        poses_b = torch.cat([pos_b + shift[:, None] * u, rot_b], 1)
+        return poses_a, poses_b, u, s
+    # Uniform: B's centre uniform in the cube of half-side r_a + r_b around A, redrawn until the
+    # oriented boxes overlap (whole rounds of draws keep it a pure function of the seed).
+    boxes = torch.stack([lib[i].bounds() for i in range(len(lib))]).to(dtype)
+    pos_b = torch.empty_like(pos_a)
+    todo = torch.ones(q, dtype=torch.bool)
+    while bool(todo.any()):
+        offset = (torch.rand(q, 3, generator=generator, dtype=dtype) * 2 - 1) * reach[:, None]
+        rot_try = random_quaternions(q, generator, dtype)
+        ok = todo & boxes_overlap(boxes[ids_a], boxes[ids_b], torch.cat([pos_a, rot_a], 1),
+                                  torch.cat([pos_a + offset, rot_try], 1))
+        pos_b[ok], rot_b[ok] = pos_a[ok] + offset[ok], rot_try[ok]
+        todo &= ~ok
+    u = pos_a - pos_b
+    u = u / u.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    return torch.cat([pos_a, rot_a], 1), torch.cat([pos_b, rot_b], 1), u, torch.full((q,), float("nan"), dtype=dtype)
+
+
+def label_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, poses_a: torch.Tensor,
+                poses_b: torch.Tensor, direction: torch.Tensor, spec: PairSpec) -> dict[str, torch.Tensor]:
+    """Exact labels at the given poses: collision (Q,) bool, signed distance (Q,), barrier (Q,)."""
+    label = mesh_collide(lib, ids_a, ids_b, poses_a, poses_b)
+    signed = torch.empty(ids_a.shape[0], dtype=lib.dtype)
+    free = ~label
+    if bool(free.any()):
+        signed[free] = mesh_distance(lib, ids_a[free], ids_b[free], poses_a[free], poses_b[free]).distance
+    if bool(label.any()):
+        signed[label] = -_separating_translation(lib, ids_a[label], ids_b[label], poses_a[label],
+                                                 poses_b[label], direction[label], spec.penetration_tol)
+    d2 = signed.clamp_min(0) ** 2
+    proximity = barrier(d2.contiguous(), spec.dhat).value
+    return {"label": label, "signed_distance": signed, "barrier": proximity}
+
+
+def _separating_translation(lib, ids_a, ids_b, poses_a, poses_b, direction, tol) -> torch.Tensor:
+    """Smallest t (to `tol`) such that B translated by -t·u (away from A) no longer collides."""
+    hi = _radius(lib, ids_a) + _radius(lib, ids_b) + (poses_a[:, :3] - poses_b[:, :3]).norm(dim=1)
+    lo = torch.zeros_like(hi)
+    while bool(((hi - lo) > tol).any()):
+        mid = (lo + hi) / 2
+        moved = poses_b.clone()
+        moved[:, :3] -= mid[:, None] * direction
+        hit = mesh_collide(lib, ids_a, ids_b, poses_a, moved)
+        lo = torch.where(hit, mid, lo)
+        hi = torch.where(hit, hi, mid)
+    return hi
+

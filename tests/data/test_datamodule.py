@@ -1,0 +1,91 @@
+"""The DataModule: group batches, rotation augmentation that preserves the occupied space (and
+so the exact label), reproducibility, clear errors."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from contactnet.data.datamodule import PairDataModule
+from contactnet.data.generate import run
+from contactnet.data.objects import load_object_set
+from contactnet.geometry import Mesh, MeshLibrary
+from contactnet.geometry.poses import transform_points
+from contactnet.ops import mesh_collide
+
+CONF = str(Path(__file__).resolve().parents[2] / "conf")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose("generate", overrides=["data=procedural_tiny", f"out_dir={root}", "progress=false"])
+    run(cfg)
+    return root
+
+
+def _batch(dm, split="train"):
+    loader = dm.train_dataloader() if split == "train" else dm.val_dataloader()
+    return next(iter(loader))
+
+
+def test_batches_group_poses_by_object_pair(dataset):
+    dm = PairDataModule(str(dataset), groups_per_batch=3, augment=False)
+    dm.setup()
+    batch = _batch(dm)
+    assert batch["points_a"].shape == (3, 256, 3) and batch["poses_a"].shape == (3, 16, 7)
+    assert batch["label"].shape == (3, 16) and batch["label"].dtype == torch.float32
+    assert len(dm.test_dataloader()) == 2
+
+
+def test_augmentation_keeps_world_geometry_and_labels(dataset):
+    plain = PairDataModule(str(dataset), augment=False)
+    aug = PairDataModule(str(dataset), augment=True, seed=3)
+    plain.setup()
+    aug.setup()
+    objects = load_object_set(dataset / "objects")
+    for index in range(4):
+        x, y = plain.datasets["train"][index], aug.datasets["train"][index]
+        for side in ("a", "b"):
+            # Points moved by the new poses land where the old poses put the old points.
+            world_old = transform_points(x[f"poses_{side}"][:, None].double(), x[f"points_{side}"].double())
+            world_new = transform_points(y[f"poses_{side}"][:, None].double(), y[f"points_{side}"].double())
+            torch.testing.assert_close(world_new, world_old, atol=1e-5, rtol=0)
+            assert not torch.allclose(y[f"points_{side}"], x[f"points_{side}"])
+            # The augmented frame keeps the convention: origin at the centre of the mesh's AABB.
+            torch.testing.assert_close(y[f"aabb_{side}"].sum(0), torch.zeros(3), atol=1e-5, rtol=0)
+        # The exact label of the augmented query equals the stored one.
+        ia, ib = int(x["ids_a"]), int(x["ids_b"])
+        lib = MeshLibrary([_moved_mesh(objects, ia, x, y, "a"), _moved_mesh(objects, ib, x, y, "b")], dtype=torch.float64)
+        got = mesh_collide(lib, torch.zeros(16, dtype=torch.long), torch.ones(16, dtype=torch.long),
+                           y["poses_a"].double(), y["poses_b"].double())
+        assert (got.float() == x["label"]).all()
+
+
+
+def _moved_mesh(objects, obj, x, y, side):
+    """The object's mesh in its augmented frame: old frame -> world (old pose) -> new frame."""
+    from contactnet.geometry.poses import invert_poses
+
+    v = torch.as_tensor(objects.vertices[obj])
+    world = transform_points(x[f"poses_{side}"][0].double(), v)
+    return Mesh(transform_points(invert_poses(y[f"poses_{side}"][0].double()), world), objects.faces[obj])
+
+
+def test_augmentation_is_reproducible_and_changes_per_epoch(dataset):
+    dm = PairDataModule(str(dataset), augment=True, seed=1)
+    dm.setup()
+    ds = dm.datasets["train"]
+    first = ds[0]["points_a"]
+    torch.testing.assert_close(ds[0]["points_a"], first)
+    ds.epoch = 1
+    assert not torch.allclose(ds[0]["points_a"], first)
+    # Validation and test sets are never augmented.
+    assert not dm.datasets["val"].augment and not dm.datasets["test_unknown"].augment
+
+
+def test_missing_dataset_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="lacks the splits"):
+        PairDataModule(str(tmp_path)).setup()

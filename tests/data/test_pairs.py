@@ -1,0 +1,116 @@
+"""Pair sampling and exact labels: agreement with an independent labeller, the manipulated gap,
+determinism, rotation-augmentation invariance of the exact label."""
+
+import pytest
+import torch
+
+from contactnet.data.pairs import PairSpec, label_pairs, sample_pairs
+from contactnet.data.procedural import FAMILIES, make_object
+from contactnet.geometry import Mesh, MeshLibrary
+from contactnet.geometry.poses import compose_poses, quaternion_to_matrix
+from contactnet.ops import mesh_collide
+from tests.data.independent_labeller import FclLabeller
+
+FAMILY_SUBSET = ["mug", "bowl", "ring", "u_bracket", "hook", "gear_prism", "comb", "egad_like"]
+
+
+@pytest.fixture(scope="module")
+def objects():
+    return [make_object(f, 0) for f in FAMILY_SUBSET]
+
+
+@pytest.fixture(scope="module")
+def lib(objects):
+    return MeshLibrary([Mesh(v, f, name=n) for (v, f), n in zip(objects, FAMILY_SUBSET)], dtype=torch.float64)
+
+
+def _queries(lib, q, spec, seed):
+    g = torch.Generator().manual_seed(seed)
+    ids_a = torch.randint(len(lib), (q,), generator=g)
+    ids_b = torch.randint(len(lib), (q,), generator=g)
+    poses_a, poses_b, u, s = sample_pairs(lib, ids_a, ids_b, spec, g)
+    return ids_a, ids_b, poses_a, poses_b, u, s
+
+
+@pytest.mark.parametrize("manipulate", [True, False])
+def test_labels_agree_with_independent_labeller(lib, objects, manipulate):
+    spec = PairSpec(manipulate=manipulate)
+    ids_a, ids_b, pa, pb, u, _ = _queries(lib, 1000, spec, seed=1 + manipulate)
+    labels = label_pairs(lib, ids_a, ids_b, pa, pb, u, spec)
+    oracle = FclLabeller([v for v, _ in objects], [f for _, f in objects])
+    compared = 0
+    for k in range(len(ids_a)):
+        if abs(float(labels["signed_distance"][k])) < 1e-7:
+            continue  # within 1e-7 m of touching: either answer is numerically fair
+        expected = oracle.label(int(ids_a[k]), int(ids_b[k]), pa[k], pb[k])
+        assert bool(labels["label"][k]) == expected, k
+        compared += 1
+    positives = int(labels["label"].sum())
+    assert compared > 990 and 50 < positives < 950
+
+
+def test_manipulated_gap_and_signed_distance(lib):
+    spec = PairSpec(sigma=0.02)
+    ids_a, ids_b, pa, pb, u, s = _queries(lib, 400, spec, seed=3)
+    out = label_pairs(lib, ids_a, ids_b, pa, pb, u, spec)
+    label, sd = out["label"], out["signed_distance"]
+    # Separated pairs: the exact distance is at most the manipulated gap (other features may be
+    # closer), and usually equal to it.
+    free = ~label & (s > 0)
+    assert (sd[free] <= s[free] + 1e-9).all()
+    assert ((sd[free] - s[free]).abs() < 1e-9).float().mean() > 0.8
+    # Colliding pairs get a negative signed distance, and the label follows the geometry,
+    # mostly matching the sign of s without being taken from it.
+    assert (sd[label] < 0).all() and (sd[~label] > 0).all()
+    assert 0.9 < ((s < 0) == label).float().mean() < 1.0 or ((s < 0) == label).all()
+    # Barrier: +inf when colliding, 0 beyond dhat, positive and finite in between.
+    b = out["barrier"]
+    assert torch.isinf(b[label]).all()
+    near = ~label & (sd < spec.dhat)
+    assert (b[near] > 0).all() and torch.isfinite(b[near]).all()
+    assert (b[~label & (sd >= spec.dhat)] == 0).all()
+
+
+def test_penetration_estimate_separates_the_pair(lib):
+    spec = PairSpec()
+    ids_a, ids_b, pa, pb, u, s = _queries(lib, 200, spec, seed=4)
+    out = label_pairs(lib, ids_a, ids_b, pa, pb, u, spec)
+    hit = out["label"]
+    depth = -out["signed_distance"][hit]
+    moved = pb[hit].clone()
+    moved[:, :3] -= (depth + 2 * spec.penetration_tol)[:, None] * u[hit]
+    assert not mesh_collide(lib, ids_a[hit], ids_b[hit], pa[hit], moved).any()
+    moved = pb[hit].clone()
+    moved[:, :3] -= (depth - 2 * spec.penetration_tol).clamp_min(0)[:, None] * u[hit]
+    assert mesh_collide(lib, ids_a[hit], ids_b[hit], pa[hit], moved).all()
+
+
+def test_sampling_is_deterministic(lib):
+    a = _queries(lib, 50, PairSpec(), seed=9)
+    b = _queries(lib, 50, PairSpec(), seed=9)
+    for x, y in zip(a, b):
+        torch.testing.assert_close(x, y, equal_nan=True)
+
+
+def test_exact_label_is_invariant_under_rotation_augmentation(lib):
+    """Rotating both objects' shapes by R and composing R⁻¹ into both poses leaves the occupied
+    space unchanged, so the exact label must not change."""
+    spec = PairSpec()
+    ids_a, ids_b, pa, pb, u, _ = _queries(lib, 300, spec, seed=5)
+    label = mesh_collide(lib, ids_a, ids_b, pa, pb)
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(4, generator=g, dtype=torch.float64)
+    q = q / q.norm()
+    R = quaternion_to_matrix(q)
+    rotated = MeshLibrary([Mesh(lib[i].vertices @ R.T, lib[i].faces) for i in range(len(lib))], dtype=torch.float64)
+    r_inv = torch.cat([torch.zeros(3, dtype=torch.float64), q * torch.tensor([1.0, -1, -1, -1], dtype=torch.float64)])
+    pa2 = compose_poses(pa, r_inv.expand_as(pa))
+    pb2 = compose_poses(pb, r_inv.expand_as(pb))
+    assert (mesh_collide(rotated, ids_a, ids_b, pa2, pb2) == label).all()
+
+
+def test_bad_spec():
+    with pytest.raises(ValueError, match="sigma"):
+        PairSpec(sigma=0)
+    with pytest.raises(ValueError, match="poses_per_pair"):
+        PairSpec(poses_per_pair=0)
