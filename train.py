@@ -1,20 +1,22 @@
-"""Train a collision network: `python train.py +experiment=<name>`.
+"""Train a collision network (LOCC or Global-OCN):
 
-Training (LOCC and Global-OCN as Hydra-configured Lightning modules) is not implemented yet.
-This entry point says so and exits with status 2 instead of pretending to train.
+    python train.py +experiment=quickstart
+    python train.py +experiment=locc_paper trainer=gpu
+    python train.py model=global_ocn logger=wandb
+
+Configuration lives in conf/ (Hydra); the work is contactnet.training.train.train(cfg).
 """
 
-import sys
+import hydra
+from omegaconf import DictConfig
+
+from contactnet.training.train import train
 
 
-def main() -> int:
-    print(
-        "contactnet: training is not implemented yet (LOCC / Global-OCN arrive with the "
-        "models-and-training issue). Nothing was trained.",
-        file=sys.stderr,
-    )
-    return 2
+@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+def main(cfg: DictConfig) -> None:
+    train(cfg)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,0 +1,94 @@
+"""Collision checks per second with cached shape embeddings (LOCC, Global-OCN) against exact
+`mesh_collide` on the same pairs and device, for batch sizes 1k–1M; plus memory per query.
+
+    python benchmarks/inference.py [--ckpt CKPT] [--quick] [--out FILE]
+
+Speed does not depend on the weights, so without --ckpt randomly initialised networks with the
+paper's sizes (M = 6, H = 256, F = 64) are timed.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import best_time, print_table, write_json  # noqa: E402
+from contactnet.data.pairs import PairSpec, sample_pairs  # noqa: E402
+from contactnet.data.procedural import FAMILIES, make_object  # noqa: E402
+from contactnet.geometry.sampling import sample_surface_even  # noqa: E402
+from contactnet.geometry import Mesh, MeshLibrary  # noqa: E402
+from contactnet.models import LOCC, GlobalOCN, ShapeEmbedding, ShapeEncoder, load_model  # noqa: E402
+from contactnet.ops import mesh_collide  # noqa: E402
+
+CHUNK = 16384  # queries per forward pass: bounds memory at large batch sizes
+
+
+def predict_chunked(net, table: ShapeEmbedding, ids_a, ids_b, poses_a, poses_b) -> torch.Tensor:
+    out = torch.empty(len(ids_a), device=poses_a.device)
+    for s in range(0, len(ids_a), CHUNK):
+        e = slice(s, s + CHUNK)
+        out[e] = net.predict_indexed(table, ids_a[e], ids_b[e], poses_a[e], poses_b[e])
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ckpt", default=None)
+    parser.add_argument("--quick", action="store_true", help="batch sizes up to 100k")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    sizes = [1_000, 10_000, 100_000] + ([] if args.quick else [1_000_000])
+
+    objects = [make_object(f, 0) for f in FAMILIES]
+    lib = MeshLibrary([Mesh(v, f) for v, f in objects], dtype=torch.float32).to(device)
+    clouds = [sample_surface_even(v, f, 1500, seed=0) for v, f in objects]
+    points = torch.stack([torch.as_tensor(c[0], dtype=torch.float32) for c in clouds]).to(device)
+    normals = torch.stack([torch.as_tensor(c[1], dtype=torch.float32) for c in clouds]).to(device)
+    aabb = torch.stack([lib[i].bounds().float() for i in range(len(lib))]).to(device)
+    nets = {"locc": load_model(args.ckpt, device) if args.ckpt else LOCC(ShapeEncoder()).eval().to(device),
+            "global_ocn": GlobalOCN(ShapeEncoder()).eval().to(device)}
+
+    g = torch.Generator().manual_seed(0)
+    n_max = max(sizes)
+    ids_a = torch.randint(len(lib), (n_max,), generator=g)
+    ids_b = torch.randint(len(lib), (n_max,), generator=g)
+    lib64 = MeshLibrary([Mesh(v, f) for v, f in objects], dtype=torch.float64)
+    pa, pb, _, _ = sample_pairs(lib64, ids_a[:100_000], ids_b[:100_000], PairSpec(manipulate=False), g)
+    reps = (n_max + 99_999) // 100_000  # the same 100k near-contact poses, tiled
+    pa, pb = pa.float().repeat(reps, 1)[:n_max].to(device), pb.float().repeat(reps, 1)[:n_max].to(device)
+    ids_a, ids_b = ids_a.to(device), ids_b.to(device)
+
+    rows = []
+    with torch.no_grad():
+        embeddings = {k: net.encode(points, normals, aabb) for k, net in nets.items()}
+        n_exact = min(20_000, n_max)
+        exact_s = best_time(lambda: mesh_collide(lib, ids_a[:n_exact], ids_b[:n_exact], pa[:n_exact], pb[:n_exact]), 2)
+        exact_qps = n_exact / exact_s
+        for n in sizes:
+            row = {"queries": n, "exact_qps": exact_qps}
+            for name, net in nets.items():
+                emb = embeddings[name]
+                seconds = best_time(lambda: predict_chunked(net, emb, ids_a[:n], ids_b[:n], pa[:n], pb[:n]),
+                                    repeats=2 if n >= 100_000 else 3)
+                row[f"{name}_qps"] = n / seconds
+                row[f"{name}_vs_exact"] = row[f"{name}_qps"] / exact_qps
+            rows.append(row)
+    # Memory per query in flight: per side, cell weights, centres in the other frame and the kept
+    # mask (C·(1 + 3 + 3) floats), the crop (F) and the head's activations; embeddings are shared.
+    f = nets["locc"].encoder.features
+    cells = nets["locc"].encoder.grid ** 3
+    bytes_per_query = 4 * (2 * (7 * cells + f) + 2 * 256)
+    print(f"collision checks per second on {device} ({torch.get_num_threads()} threads), embeddings cached;"
+          f" exact mesh_collide timed on {n_exact} of the same pairs")
+    print_table(rows, ["queries", "locc_qps", "global_ocn_qps", "exact_qps", "locc_vs_exact", "global_ocn_vs_exact"])
+    print(f"LOCC memory per query in flight: ~{bytes_per_query / 1024:.1f} KiB (chunks of {CHUNK} queries)")
+    write_json("inference", {"device": device, "rows": rows, "bytes_per_query": bytes_per_query,
+                             "chunk": CHUNK}, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""Load a trained collision network from a checkpoint without unpickling code.
+
+Checkpoints written by training carry the network's configuration as plain data
+(`contactnet_net_config`: nested dicts with `_target_` class names). Loading reads the file with
+`torch.load(weights_only=True)` (tensors and plain containers only) and builds the network from
+an allow-list of contactnet classes, so a malicious file cannot run anything.
+"""
+
+from pathlib import Path
+
+import torch
+
+from contactnet.models.collision_nets import LOCC, CollisionNet, GlobalOCN
+from contactnet.models.encoder import ShapeEncoder
+
+ALLOWED = {
+    "contactnet.models.LOCC": LOCC,
+    "contactnet.models.GlobalOCN": GlobalOCN,
+    "contactnet.models.ShapeEncoder": ShapeEncoder,
+}
+
+
+def build_net(config: dict) -> torch.nn.Module:
+    """Instantiate a `_target_` config whose targets are all in ALLOWED."""
+    target = config.get("_target_")
+    if target not in ALLOWED:
+        raise ValueError(f"checkpoint: network class {target!r} is not one of {sorted(ALLOWED)}")
+    kwargs = {k: build_net(v) if isinstance(v, dict) else v for k, v in config.items() if k != "_target_"}
+    return ALLOWED[target](**kwargs)
+
+
+def load_model(path: str | Path, map_location: str | torch.device = "cpu") -> CollisionNet:
+    """The trained network of a training checkpoint, in eval mode."""
+    checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    config = checkpoint.get("contactnet_net_config")
+    if not isinstance(config, dict):
+        raise ValueError(f"path: {path} is not a contactnet training checkpoint (no network config)")
+    net = build_net(config)
+    state = {k.removeprefix("net."): v for k, v in checkpoint["state_dict"].items() if k.startswith("net.")}
+    net.load_state_dict(state)
+    return net.eval()

@@ -1,0 +1,63 @@
+"""Shape encoder (LOCC §III): per-point MLP → scatter-max into an M³ grid over the object's AABB →
+3D U-Net with a skip connection, whose average-pooled bottleneck feature is broadcast to every
+cell after the decoder → an M³ × F shape embedding. Fixed shapes throughout (no data-dependent
+indexing), so it batches, compiles and captures in CUDA graphs."""
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+
+class ShapeEmbedding(NamedTuple):
+    features: torch.Tensor  # (..., F, M, M, M) per-cell features
+    aabb: torch.Tensor  # (..., 2, 3) min / max corners of the grid's box, object frame, metres
+
+
+def _conv(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
+    return nn.Sequential(nn.Conv3d(cin, cout, 3, stride=stride, padding=1), nn.GroupNorm(8, cout), nn.ReLU())
+
+
+class ShapeEncoder(nn.Module):
+    """points, normals (B, K, 3) in the object frame [+ aabb (B, 2, 3)] → ShapeEmbedding.
+
+    grid M (paper 6), hidden H (paper 256), features F (paper 64).
+    """
+
+    def __init__(self, grid: int = 6, hidden: int = 256, features: int = 64, channels: int = 64):
+        super().__init__()
+        if grid < 2 or grid % 2:
+            raise ValueError(f"grid: expected an even size >= 2 (the U-Net halves it), got {grid}")
+        self.grid, self.hidden, self.features = grid, hidden, features
+        # Per point: object-frame position, position in box units ([-1, 1]), normal.
+        self.point_mlp = nn.Sequential(nn.Linear(9, hidden // 2), nn.ReLU(), nn.Linear(hidden // 2, hidden), nn.ReLU())
+        self.enc = _conv(hidden, channels)
+        self.down = _conv(channels, 2 * channels, stride=2)
+        self.bottleneck = _conv(2 * channels, 2 * channels)
+        self.up = nn.ConvTranspose3d(2 * channels, channels, 2, stride=2)
+        # Decoder input: upsampled + skip + broadcast global feature.
+        self.dec = _conv(channels + channels + 2 * channels, channels)
+        self.out = nn.Conv3d(channels, features, 1)
+
+    def forward(self, points: torch.Tensor, normals: torch.Tensor, aabb: torch.Tensor | None = None) -> ShapeEmbedding:
+        if points.shape != normals.shape or points.dim() != 3 or points.shape[-1] != 3:
+            raise ValueError(f"points, normals: expected equal shapes (B, K, 3), got {tuple(points.shape)} "
+                             f"and {tuple(normals.shape)}")
+        if aabb is None:
+            aabb = torch.stack([points.amin(1), points.amax(1)], 1)
+        b, k, _ = points.shape
+        m = self.grid
+        lo, hi = aabb[:, 0:1], aabb[:, 1:2]
+        extent = (hi - lo).clamp_min(1e-6)
+        unit = (points - lo) / extent  # [0, 1] inside the box
+        x = self.point_mlp(torch.cat([points, 2 * unit - 1, normals], -1))  # (B, K, H)
+        cell = (unit * m).long().clamp(0, m - 1)
+        flat = (cell[..., 0] * m + cell[..., 1]) * m + cell[..., 2]  # (B, K)
+        grid = x.new_zeros(b, m**3, self.hidden)
+        grid = grid.scatter_reduce(1, flat[..., None].expand(-1, -1, self.hidden), x, "amax", include_self=False)
+        grid = grid.transpose(1, 2).reshape(b, self.hidden, m, m, m)
+        skip = self.enc(grid)
+        deep = self.bottleneck(self.down(skip))
+        glob = deep.mean(dim=(2, 3, 4), keepdim=True).expand(-1, -1, m, m, m)
+        y = self.dec(torch.cat([self.up(deep), skip, glob], 1))
+        return ShapeEmbedding(self.out(y), aabb)

@@ -1,0 +1,1 @@
+"""Training: the LightningModule around a collision network, baselines and checkpoints."""

@@ -1,0 +1,102 @@
+"""LightningModule around a collision network: it only orchestrates loss, metrics and optimiser.
+
+Loss (LOCC §III-A): BCE(logits, labels) + α · mean ‖f_SE‖² over the batch's embeddings, with an
+optional SceneCollisionNet-style hard-negative weighting of the hardest fraction of queries.
+Metrics on validation and on both test sets: accuracy, TPR (recall), TNR, precision, F1, AP and
+expected calibration error.
+"""
+
+from collections.abc import Callable
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torchmetrics import MetricCollection
+from torchmetrics.classification import (
+    BinaryAccuracy,
+    BinaryAveragePrecision,
+    BinaryCalibrationError,
+    BinaryF1Score,
+    BinaryPrecision,
+    BinaryRecall,
+    BinarySpecificity,
+)
+
+from contactnet.models.collision_nets import CollisionNet
+from contactnet.models.encoder import ShapeEmbedding
+
+TEST_SETS = ("test_known", "test_unknown")
+
+
+def group_logits(net: CollisionNet, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits (B, G) for a batch of object-pair groups (each cloud encoded once), and the mean
+    squared embedding (the ‖f_SE‖² regulariser)."""
+    emb_a = net.encode(batch["points_a"], batch["normals_a"], batch["aabb_a"])
+    emb_b = net.encode(batch["points_b"], batch["normals_b"], batch["aabb_b"])
+    logits = net.predict(ShapeEmbedding(emb_a.features[:, None], emb_a.aabb[:, None]),
+                         ShapeEmbedding(emb_b.features[:, None], emb_b.aabb[:, None]),
+                         batch["poses_a"], batch["poses_b"])
+    return logits, 0.5 * (emb_a.features.pow(2).mean() + emb_b.features.pow(2).mean())
+
+
+def collision_metrics(prefix: str = "") -> MetricCollection:
+    return MetricCollection({
+        "acc": BinaryAccuracy(), "tpr": BinaryRecall(), "tnr": BinarySpecificity(),
+        "precision": BinaryPrecision(), "f1": BinaryF1Score(), "ap": BinaryAveragePrecision(),
+        "ece": BinaryCalibrationError(n_bins=10),
+    }, prefix=prefix)
+
+
+class CollisionModule(L.LightningModule):
+    def __init__(self, net: CollisionNet, optimizer: Callable, alpha: float = 0.5,
+                 hard_negative_fraction: float = 0.0, net_config: dict | None = None):
+        super().__init__()
+        self.net = net
+        self.optimizer_factory = optimizer
+        self.alpha = alpha
+        self.hard_negative_fraction = hard_negative_fraction
+        # A plain-dict description of `net` so checkpoints load without unpickling code.
+        self.net_config = net_config
+        self.val_metrics = collision_metrics("val/")
+        self.test_metrics = torch.nn.ModuleList([collision_metrics(f"{name}/") for name in TEST_SETS])
+
+    def forward_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        return group_logits(self.net, batch)
+
+    def _loss(self, logits, labels, penalty):
+        bce = F.binary_cross_entropy_with_logits(logits, labels, reduction="none").flatten()
+        if self.hard_negative_fraction > 0:
+            # SceneCollisionNet's hard mining: average only the hardest fraction of queries.
+            k = max(1, int(self.hard_negative_fraction * bce.numel()))
+            bce = bce.topk(k).values
+        return bce.mean() + self.alpha * penalty
+
+    def training_step(self, batch, batch_idx):
+        logits, penalty = self.forward_batch(batch)
+        loss = self._loss(logits, batch["label"], penalty)
+        self.log("train/loss", loss, prog_bar=True, batch_size=logits.numel())
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        logits, penalty = self.forward_batch(batch)
+        self.log("val/loss", self._loss(logits, batch["label"], penalty), batch_size=logits.numel())
+        self.val_metrics.update(torch.sigmoid(logits).flatten(), batch["label"].flatten().long())
+
+    def on_validation_epoch_end(self):
+        self.log_dict(self.val_metrics.compute(), prog_bar=False)
+        self.val_metrics.reset()
+
+    def test_step(self, batch, batch_idx, dataloader_idx: int = 0):
+        logits, _ = self.forward_batch(batch)
+        self.test_metrics[dataloader_idx].update(torch.sigmoid(logits).flatten(), batch["label"].flatten().long())
+
+    def on_test_epoch_end(self):
+        for metrics in self.test_metrics:
+            self.log_dict(metrics.compute(), add_dataloader_idx=False)
+            metrics.reset()
+
+    def configure_optimizers(self):
+        return self.optimizer_factory(self.parameters())
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["contactnet_net_config"] = self.net_config

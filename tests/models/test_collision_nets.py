@@ -1,0 +1,130 @@
+"""Collision networks: shapes, world-frame invariance, fixed-shape crops, a tiny overfit, and
+torch.compile."""
+
+import pytest
+import torch
+
+from contactnet.geometry.poses import compose_poses
+from contactnet.models import LOCC, GlobalOCN, ShapeEmbedding, ShapeEncoder
+from contactnet.models.geometry import cell_centres, cells_near_box
+
+NETS = [LOCC, GlobalOCN]
+
+
+def _small_net(cls, grid=4):
+    return cls(ShapeEncoder(grid=grid, hidden=32, features=16, channels=16), head_hidden=32)
+
+
+def _clouds(b, k=200, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    points = (torch.rand(b, k, 3, generator=g) * 2 - 1) * torch.tensor([0.05, 0.03, 0.08])
+    normals = torch.nn.functional.normalize(torch.randn(b, k, 3, generator=g), dim=-1)
+    return points, normals
+
+
+def _poses(shape, seed, spread=0.05, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.nn.functional.normalize(torch.randn(*shape, 4, generator=g, dtype=torch.float64), dim=-1)
+    return torch.cat([torch.randn(*shape, 3, generator=g, dtype=torch.float64) * spread, q], -1).to(dtype)
+
+
+def _grouped(emb):
+    return ShapeEmbedding(emb.features[:, None], emb.aabb[:, None])
+
+
+@pytest.mark.parametrize("cls", NETS)
+def test_shapes(cls):
+    net = _small_net(cls)
+    points, normals = _clouds(3)
+    emb = net.encode(points, normals)
+    assert emb.features.shape == (3, 16, 4, 4, 4) and emb.aabb.shape == (3, 2, 3)
+    logits = net.predict(_grouped(emb), _grouped(emb), _poses((3, 5), 1), _poses((3, 5), 2))
+    assert logits.shape == (3, 5)
+    # Ungrouped queries: one pose per embedding.
+    assert net(emb, emb, _poses((3,), 1), _poses((3,), 2)).shape == (3,)
+
+
+@pytest.mark.parametrize("cls", NETS)
+def test_indexed_prediction_equals_broadcast_prediction(cls):
+    """predict_indexed over a table of cached embeddings == predict on gathered embeddings."""
+    net = _small_net(cls)
+    points, normals = _clouds(5)
+    table = net.encode(points, normals)
+    g = torch.Generator().manual_seed(3)
+    ids_a, ids_b = torch.randint(5, (40,), generator=g), torch.randint(5, (40,), generator=g)
+    pa, pb = _poses((40,), 8, spread=0.03), _poses((40,), 9, spread=0.03)
+    gathered = net.predict(ShapeEmbedding(table.features[ids_a], table.aabb[ids_a]),
+                           ShapeEmbedding(table.features[ids_b], table.aabb[ids_b]), pa, pb)
+    torch.testing.assert_close(net.predict_indexed(table, ids_a, ids_b, pa, pb), gathered, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cls", NETS)
+def test_world_frame_invariance(cls):
+    """One rigid transform applied to both poses leaves every prediction unchanged."""
+    net = _small_net(cls).double()
+    points, normals = _clouds(4)
+    emb = net.encode(points.double(), normals.double())
+    pa, pb = _poses((4, 6), 3, dtype=torch.float64), _poses((4, 6), 4, dtype=torch.float64)
+    world = _poses((), 5, spread=1.0, dtype=torch.float64)
+    before = net.predict(_grouped(emb), _grouped(emb), pa, pb)
+    after = net.predict(_grouped(emb), _grouped(emb), compose_poses(world, pa), compose_poses(world, pb))
+    torch.testing.assert_close(after, before, atol=1e-9, rtol=1e-9)
+
+
+def test_crop_has_no_false_negatives():
+    """Every cell that overlaps the other box is kept: sample points inside each cell and check
+    that no point inside the other box belongs to a dropped cell."""
+    g = torch.Generator().manual_seed(0)
+    aabb_a = torch.tensor([[-0.05, -0.02, -0.03], [0.05, 0.02, 0.03]], dtype=torch.float64)
+    aabb_b = torch.tensor([[-0.04, -0.04, -0.01], [0.04, 0.04, 0.01]], dtype=torch.float64)
+    m = 5
+    centres = cell_centres(aabb_a, m)
+    cell = (aabb_a[1] - aabb_a[0]) / m
+    for trial in range(20):
+        pa, pb = _poses((), 10 + trial, 0.04, torch.float64), _poses((), 50 + trial, 0.04, torch.float64)
+        mask, _ = cells_near_box(centres, 0.5 * cell.norm(), pa, pb, aabb_b)
+        samples = centres[:, None] + (torch.rand(m**3, 64, 3, generator=g, dtype=torch.float64) - 0.5) * cell
+        from contactnet.geometry.poses import invert_poses, transform_points
+
+        in_b = transform_points(compose_poses(invert_poses(pb), pa), samples)
+        inside = ((in_b >= aabb_b[0]) & (in_b <= aabb_b[1])).all(-1).any(-1)
+        assert not (inside & ~mask).any()
+
+
+@pytest.mark.parametrize("cls", NETS)
+def test_overfits_64_samples(cls):
+    torch.manual_seed(0)
+    net = _small_net(cls)
+    points, normals = _clouds(4, seed=1)
+    pa, pb = _poses((4, 16), 6, spread=0.04), _poses((4, 16), 7, spread=0.04)
+    labels = (torch.rand(4, 16, generator=torch.Generator().manual_seed(2)) < 0.5).float()  # arbitrary
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    for _ in range(400):
+        emb = net.encode(points, normals)
+        logits = net.predict(_grouped(emb), _grouped(emb), pa, pb)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if ((logits > 0).float() == labels).all():
+            break
+    assert ((logits > 0).float() == labels).all()
+
+
+def test_locc_compiles_without_graph_breaks():
+    net = _small_net(LOCC).eval()
+    points, normals = _clouds(2)
+    emb = net.encode(points, normals)
+    pa, pb = _poses((2, 8), 1), _poses((2, 8), 2)
+    compiled = torch.compile(net.predict, fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(_grouped(emb), _grouped(emb), pa, pb),
+                                   net.predict(_grouped(emb), _grouped(emb), pa, pb), atol=1e-5, rtol=1e-5)
+
+
+def test_bad_inputs():
+    net = _small_net(LOCC)
+    with pytest.raises(ValueError, match="points, normals"):
+        net.encode(torch.zeros(2, 10, 3), torch.zeros(2, 9, 3))
+    with pytest.raises(ValueError, match="grid"):
+        ShapeEncoder(grid=5)
