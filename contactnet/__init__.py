@@ -4,16 +4,31 @@
 are imported by the modules that use them.
 """
 
-from contactnet import geometry, ops
+from contactnet import geometry, models, ops
 from contactnet.geometry import Mesh, MeshLibrary
-from contactnet.ops import point_triangle_distance, segment_segment_distance, triangle_distance
+from contactnet.models import LOCC, GlobalOCN, load_model
+from contactnet.ops import (
+    blem_contacts,
+    mesh_collide,
+    mesh_distance,
+    point_triangle_distance,
+    segment_segment_distance,
+    triangle_distance,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "LOCC",
+    "GlobalOCN",
     "Mesh",
     "MeshLibrary",
+    "blem_contacts",
     "geometry",
+    "load_model",
+    "mesh_collide",
+    "mesh_distance",
+    "models",
     "ops",
     "point_triangle_distance",
     "segment_segment_distance",

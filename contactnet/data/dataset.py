@@ -66,8 +66,8 @@ def make_shard(lib: MeshLibrary, spec: DatasetSpec, index: int) -> dict[str, np.
     per_pair = spec.pairs.poses_per_pair
     ids_a = objects[picks[:, 0]].repeat_interleave(per_pair)
     ids_b = objects[picks[:, 1]].repeat_interleave(per_pair)
-    poses_a, poses_b, direction, _ = sample_pairs(lib, ids_a, ids_b, spec.pairs, generator)
-    labels = label_pairs(lib, ids_a, ids_b, poses_a, poses_b, direction, spec.pairs)
+    poses_a, poses_b, direction, gap = sample_pairs(lib, ids_a, ids_b, spec.pairs, generator)
+    labels = label_pairs(lib, ids_a, ids_b, poses_a, poses_b, direction, spec.pairs, gap)
     return {
         "ids_a": ids_a.numpy(),
         "ids_b": ids_b.numpy(),

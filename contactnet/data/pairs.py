@@ -30,7 +30,7 @@ from contactnet.geometry.boxes import boxes_overlap
 from contactnet.geometry.mesh import MeshLibrary
 from contactnet.ops import barrier, mesh_collide, mesh_distance
 
-__all__ = ["PairSpec", "label_pairs", "random_quaternions", "sample_pairs"]
+__all__ = ["PairSpec", "label_pairs", "manipulate", "random_quaternions", "sample_pairs", "start_poses"]
 
 
 @dataclass
@@ -62,34 +62,50 @@ def _radius(lib: MeshLibrary, ids: torch.Tensor) -> torch.Tensor:
     return radii[ids]
 
 
+def start_poses(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spec: PairSpec,
+                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Before manipulation: (poses_a, poses_b, target gap s). A uniform in the box, both rotations
+    uniform, B in a uniform direction from A with their bounding spheres just apart."""
+    q, dtype = ids_a.shape[0], lib.dtype
+    rot_a = random_quaternions(q, generator, dtype)
+    rot_b = random_quaternions(q, generator, dtype)
+    pos_a = (torch.rand(q, 3, generator=generator, dtype=dtype) * 2 - 1) * spec.box_size / 2
+    reach = _radius(lib, ids_a) + _radius(lib, ids_b)
+    away = torch.randn(q, 3, generator=generator, dtype=dtype)
+    pos_b = pos_a + away / away.norm(dim=1, keepdim=True) * (reach * 1.01)[:, None]
+    s = torch.randn(q, generator=generator, dtype=dtype) * spec.sigma
+    return torch.cat([pos_a, rot_a], 1), torch.cat([pos_b, rot_b], 1), s
+
+
+def manipulate(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, poses_a: torch.Tensor,
+               poses_b: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Translate B along the minimum-distance direction u so that the gap becomes s:
+    (poses_b, u, s with NaN where the start poses already overlapped and nothing was imposed)."""
+    near = mesh_distance(lib, ids_a, ids_b, poses_a, poses_b)
+    separated = near.distance > 0
+    # Rarely the initial poses already overlap: keep them, push along the centre line instead.
+    u = torch.where(separated[:, None], near.point_a - near.point_b, poses_a[:, :3] - poses_b[:, :3])
+    u = u / u.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    shift = torch.where(separated, near.distance - s, torch.zeros_like(s))
+    moved = torch.cat([poses_b[:, :3] + shift[:, None] * u, poses_b[:, 3:]], 1)
+    return moved, u, torch.where(separated, s, torch.full_like(s, float("nan")))
+
+
 def sample_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spec: PairSpec,
                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Poses for Q = len(ids_a) queries: (poses_a, poses_b, direction u (Q, 3), target gap s (Q,)).
 
-    u points from B towards A; s is NaN for uniform (unmanipulated) pairs.
+    u points from B towards A; s is NaN where no gap was imposed (uniform pairs, and the rare
+    manipulated pair whose initial poses already overlapped).
     """
+    if spec.manipulate:
+        poses_a, poses_b, s = start_poses(lib, ids_a, ids_b, spec, generator)
+        return (poses_a, *manipulate(lib, ids_a, ids_b, poses_a, poses_b, s))
     q, dtype = ids_a.shape[0], lib.dtype
-    half = spec.box_size / 2
     rot_a = random_quaternions(q, generator, dtype)
     rot_b = random_quaternions(q, generator, dtype)
-    pos_a = (torch.rand(q, 3, generator=generator, dtype=dtype) * 2 - 1) * half
+    pos_a = (torch.rand(q, 3, generator=generator, dtype=dtype) * 2 - 1) * spec.box_size / 2
     reach = _radius(lib, ids_a) + _radius(lib, ids_b)
-    if spec.manipulate:
-        away = torch.randn(q, 3, generator=generator, dtype=dtype)
-        pos_b = pos_a + away / away.norm(dim=1, keepdim=True) * (reach * 1.01)[:, None]
-        s = torch.randn(q, generator=generator, dtype=dtype) * spec.sigma
-        poses_a = torch.cat([pos_a, rot_a], 1)
-        poses_b = torch.cat([pos_b, rot_b], 1)
-        near = mesh_distance(lib, ids_a, ids_b, poses_a, poses_b)
-        gap = near.point_a - near.point_b
-        separated = near.distance > 0
-        centre = pos_a - pos_b
-        # Rarely the initial poses already overlap: keep them, push along the centre line instead.
-        u = torch.where(separated[:, None], gap, centre)
-        u = u / u.norm(dim=1, keepdim=True).clamp_min(1e-12)
-        shift = torch.where(separated, near.distance - s, torch.zeros_like(s))
-        poses_b = torch.cat([pos_b + shift[:, None] * u, rot_b], 1)
-        return poses_a, poses_b, u, s
     # Uniform: B's centre uniform in the cube of half-side r_a + r_b around A, redrawn until the
     # oriented boxes overlap (whole rounds of draws keep it a pure function of the seed).
     boxes = torch.stack([lib[i].bounds() for i in range(len(lib))]).to(dtype)
@@ -108,24 +124,36 @@ def sample_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spe
 
 
 def label_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, poses_a: torch.Tensor,
-                poses_b: torch.Tensor, direction: torch.Tensor, spec: PairSpec) -> dict[str, torch.Tensor]:
-    """Exact labels at the given poses: collision (Q,) bool, signed distance (Q,), barrier (Q,)."""
+                poses_b: torch.Tensor, direction: torch.Tensor, spec: PairSpec,
+                gap: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Exact labels at the given poses: collision (Q,) bool, signed distance (Q,), barrier (Q,).
+
+    `gap` (Q,), optional: the target gap s that `sample_pairs` imposed along `direction` (NaN where
+    none). It only narrows the penetration bisection: B came from a pose at distance d and moved
+    d − s along u, so moving it back by |s| + 2·tol leaves the pair at least 2·tol apart (distance
+    is 1-Lipschitz in translation); the label itself is never taken from it.
+    """
     label = mesh_collide(lib, ids_a, ids_b, poses_a, poses_b)
     signed = torch.empty(ids_a.shape[0], dtype=lib.dtype)
     free = ~label
     if bool(free.any()):
         signed[free] = mesh_distance(lib, ids_a[free], ids_b[free], poses_a[free], poses_b[free]).distance
     if bool(label.any()):
+        bracket = None if gap is None else gap[label].abs() + 2 * spec.penetration_tol
         signed[label] = -_separating_translation(lib, ids_a[label], ids_b[label], poses_a[label],
-                                                 poses_b[label], direction[label], spec.penetration_tol)
+                                                 poses_b[label], direction[label], spec.penetration_tol,
+                                                 bracket)
     d2 = signed.clamp_min(0) ** 2
     proximity = barrier(d2.contiguous(), spec.dhat).value
     return {"label": label, "signed_distance": signed, "barrier": proximity}
 
 
-def _separating_translation(lib, ids_a, ids_b, poses_a, poses_b, direction, tol) -> torch.Tensor:
-    """Smallest t (to `tol`) such that B translated by -t·u (away from A) no longer collides."""
+def _separating_translation(lib, ids_a, ids_b, poses_a, poses_b, direction, tol, bracket=None) -> torch.Tensor:
+    """Smallest t (to `tol`) such that B translated by -t·u (away from A) no longer collides.
+    `bracket` (Q,): a known separating translation per query, NaN where unknown."""
     hi = _radius(lib, ids_a) + _radius(lib, ids_b) + (poses_a[:, :3] - poses_b[:, :3]).norm(dim=1)
+    if bracket is not None:
+        hi = torch.where(torch.isfinite(bracket), torch.minimum(bracket, hi), hi)
     lo = torch.zeros_like(hi)
     while bool(((hi - lo) > tol).any()):
         mid = (lo + hi) / 2
