@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from contactnet.models.encoder import ShapeEmbedding, ShapeEncoder
-from contactnet.models.geometry import cell_centres, cells_near_box, relative_pose_features
+from contactnet.models.geometry import local_crop, relative_pose_features
 
 
 def _mlp(cin: int, hidden: int) -> nn.Sequential:
@@ -50,16 +50,7 @@ class LOCC(CollisionNet):
         """From boxes and poses alone: per-cell weights (..., C) of the kept cells (a mask divided
         by its count), their mean position in units of the other box (..., 3) ([-1, 1] inside it),
         and the kept fraction (..., 1)."""
-        m = self.encoder.grid
-        centres = cell_centres(aabb, m)  # (..., C, 3)
-        half_diag = 0.5 * ((aabb[..., 1, :] - aabb[..., 0, :]) / m).norm(dim=-1)
-        mask, local = cells_near_box(centres, half_diag, pose, pose_other, aabb_other)
-        count = mask.sum(-1, keepdim=True).to(local.dtype)
-        weights = mask.to(local.dtype) / count.clamp_min(1)
-        lo, hi = aabb_other[..., 0, :], aabb_other[..., 1, :]
-        unit = (2 * local - (lo + hi)[..., None, :]) / (hi - lo).clamp_min(1e-6)[..., None, :]
-        where = torch.einsum("...c,...ci->...i", weights, unit)
-        return weights, where, count / mask.shape[-1]
+        return local_crop(aabb, self.encoder.grid, pose, pose_other, aabb_other)
 
     def _head(self, crop_a, crop_b, pose_a, pose_b, extra_a, extra_b):
         rel = relative_pose_features(pose_a, pose_b)

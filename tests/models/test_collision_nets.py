@@ -6,7 +6,7 @@ import torch
 
 from contactnet.geometry.poses import compose_poses
 from contactnet.models import LOCC, GlobalOCN, ShapeEmbedding, ShapeEncoder
-from contactnet.models.geometry import cell_centres, cells_near_box
+from contactnet.models.geometry import cell_centres, cells_near_box, local_crop
 
 NETS = [LOCC, GlobalOCN]
 
@@ -89,6 +89,28 @@ def test_crop_has_no_false_negatives():
         in_b = transform_points(compose_poses(invert_poses(pb), pa), samples)
         inside = ((in_b >= aabb_b[0]) & (in_b <= aabb_b[1])).all(-1).any(-1)
         assert not (inside & ~mask).any()
+
+
+def test_local_crop_matches_per_cell_definition():
+    """The separable crop used on the hot path equals the per-cell definition: the same mask, the
+    mean kept centre in the other box's units, and the kept fraction; with broadcasting."""
+    g = torch.Generator().manual_seed(3)
+    m = 6
+    lo = -0.02 - 0.06 * torch.rand(4, 1, 3, generator=g, dtype=torch.float64)
+    aabb_a = torch.stack([lo, -lo + 0.01], -2)  # (4, 1, 2, 3): off-centre boxes
+    aabb_b = aabb_a.flip(0) * 1.3
+    pa, pb = _poses((4, 32), 11, 0.05, torch.float64), _poses((4, 32), 12, 0.05, torch.float64)
+    weights, where, frac = local_crop(aabb_a, m, pa, pb, aabb_b)
+    centres = cell_centres(aabb_a, m)
+    half_diag = 0.5 * ((aabb_a[..., 1, :] - aabb_a[..., 0, :]) / m).norm(dim=-1)
+    mask, local = cells_near_box(centres, half_diag, pa, pb, aabb_b)
+    assert mask.any(-1).float().mean() > 0.3 and (~mask).any()  # both kept and dropped cells occur
+    count = mask.sum(-1, keepdim=True).double()
+    torch.testing.assert_close(weights, mask.double() / count.clamp_min(1))
+    lo_b, hi_b = aabb_b[..., 0:1, :], aabb_b[..., 1:2, :]
+    unit = (2 * local - (lo_b + hi_b)) / (hi_b - lo_b)
+    torch.testing.assert_close(where, (weights[..., None] * unit).sum(-2))
+    torch.testing.assert_close(frac, count / m**3)
 
 
 @pytest.mark.parametrize("cls", NETS)

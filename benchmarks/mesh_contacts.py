@@ -1,0 +1,254 @@
+"""Mesh–mesh queries per second on pairs of 1k–1M-triangle meshes near contact: `blem_contacts`,
+`mesh_distance` and `mesh_collide` (1 thread, all threads) against Klampt (`Geometry3D.contacts`,
+`.distance`, `.collides`) and python-fcl (`fcl.distance`, `fcl.collide` on OBBRSS BVHModels), on
+the same meshes and poses in one run; plus contacts per query and the library's bytes per triangle.
+
+Meshes: two bumpy icospheres (`bumpy_sphere`, 5 cm radius, different seeds) at subdivision 3, 5, 6
+and 8 (1280, 20480, 81920 and 1310720 triangles each). Each pair of poses is random, then moved
+to a surface gap of +0.5 mm ("gap" regime) and the same pairs pushed 1 mm deeper ("overlap",
+≈0.5 mm interpenetration). Boundary layers r_a = r_b = 1 mm. Peers run in double precision on one
+core, so the per-core ratio uses our float64 library at 1 thread; float32 (the default) is shown
+beside it.
+
+    python benchmarks/mesh_contacts.py [--quick] [--radius 0.001] [--gap 0.0005] [--out FILE]
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import best_time, print_table, write_json  # noqa: E402
+from contactnet.geometry import Mesh, MeshLibrary, quaternion_to_matrix  # noqa: E402
+from contactnet.ops import blem_contacts, mesh_collide, mesh_distance  # noqa: E402
+from contactnet.ops.reference.mesh_cases import bumpy_sphere, near_contact_poses  # noqa: E402
+
+# (label, icosphere subdivisions, queries per regime): fewer queries where one query takes seconds
+SIZES = [("1k", 3, 32), ("10k", 5, 8), ("100k", 6, 4), ("1M", 8, 1)]
+MAX_CONTACTS = 16  # the clustered variant (Klampt's Python contacts() ignores its cap)
+
+
+# ---- inputs -------------------------------------------------------------------------------------
+
+
+def make_pair(subdivisions: int) -> tuple[Mesh, Mesh]:
+    return (Mesh(*bumpy_sphere(subdivisions, 0.05, seed=1), name="bumpy_a"),
+            Mesh(*bumpy_sphere(subdivisions, 0.05, seed=2), name="bumpy_b"))  # fmt: skip
+
+
+def regime_poses(lib64: MeshLibrary, q: int, gap: float, seed: int) -> dict:
+    """{"gap": (pa, pb), "overlap": (pa, pb)} float64: surface gap `gap`, then B pushed 2 * gap
+    further along the closest-point direction (interpenetration ≈ gap)."""
+    ids_a, ids_b = torch.zeros(q, dtype=torch.int64), torch.ones(q, dtype=torch.int64)
+    pa, pb = near_contact_poses(lib64, ids_a, ids_b, gap, seed=seed)
+    res = mesh_distance(lib64, ids_a, ids_b, pa, pb)
+    u = (res.point_a - res.point_b) / res.distance[:, None]
+    pb_in = pb.clone()
+    pb_in[:, :3] += 2 * gap * u
+    return {"gap": (pa, pb), "overlap": (pa, pb_in)}
+
+
+# ---- peers (single-threaded C++ behind a Python loop; transforms prepared outside the timing) ----
+
+
+class Klampt:
+    def __init__(self, a: Mesh, b: Mesh):
+        from klampt import Geometry3D, TriangleMesh
+
+        def geom(m):
+            tm = TriangleMesh()
+            tm.setVertices(m.vertices.numpy())
+            tm.setIndices(m.faces.numpy().astype(np.int32))
+            return Geometry3D(tm)
+
+        self.ga, self.gb = geom(a), geom(b)
+        self.ga.collides(self.gb)  # Klampt builds its PQP models lazily, on the first query
+
+    @staticmethod
+    def transforms(poses):
+        r = quaternion_to_matrix(poses[:, 3:].double()).numpy()
+        return [(m.T.reshape(-1).tolist(), t.tolist()) for m, t in zip(r, poses[:, :3].double().numpy())]
+
+    def run(self, kind: str, ta, tb, r_a=0.0, r_b=0.0) -> list:
+        out = []
+        for (ra, xa), (rb, xb) in zip(ta, tb):
+            self.ga.setCurrentTransform(ra, xa)  # rotation column-major
+            self.gb.setCurrentTransform(rb, xb)
+            if kind == "contacts":
+                res = self.ga.contacts(self.gb, r_a, r_b)  # hold it: .depths is a view into it
+                out.append(len(res.depths))
+            elif kind == "distance":
+                res = self.ga.distance(self.gb)
+                out.append(res.d)
+            else:
+                out.append(bool(self.ga.collides(self.gb)))
+        return out
+
+
+class Fcl:
+    def __init__(self, a: Mesh, b: Mesh):
+        import fcl
+
+        def obj(m):
+            bvh = fcl.BVHModel()
+            bvh.beginModel(m.num_vertices, m.num_faces)
+            bvh.addSubModel(m.vertices.numpy(), m.faces.numpy().astype(np.int32))
+            bvh.endModel()
+            return fcl.CollisionObject(bvh, fcl.Transform())
+
+        self.fcl = fcl
+        self.oa, self.ob = obj(a), obj(b)
+
+    def transforms(self, poses):
+        p = poses.double().numpy()
+        return [self.fcl.Transform(x[3:], x[:3]) for x in p]
+
+    def run(self, kind: str, ta, tb) -> list:
+        fcl, out = self.fcl, []
+        for xa, xb in zip(ta, tb):
+            self.oa.setTransform(xa)
+            self.ob.setTransform(xb)
+            if kind == "distance":
+                out.append(fcl.distance(self.oa, self.ob, fcl.DistanceRequest(), fcl.DistanceResult()))
+            else:
+                out.append(fcl.collide(self.oa, self.ob, fcl.CollisionRequest(), fcl.CollisionResult()) > 0)
+        return out
+
+
+def timed(fn, repeats: int, warmup: int = 1):
+    """(best seconds of `repeats` calls after `warmup`, the last call's output)."""
+    last = []
+    seconds = best_time(lambda: last.__setitem__(slice(None), [fn()]), repeats=repeats, warmup=warmup)
+    return seconds, last[0]
+
+
+# ---- one size -----------------------------------------------------------------------------------
+
+
+def bench_size(label: str, subdivisions: int, q: int, radius: float, gap: float, all_threads: int,
+               repeats: int) -> list[dict]:  # fmt: skip
+    t0 = time.perf_counter()
+    a, b = make_pair(subdivisions)
+    libs = {dt: MeshLibrary([a, b], dtype=dt) for dt in (torch.float64, torch.float32)}
+    for lib in libs.values():
+        lib.bvh  # built once, cached; not timed
+    bytes_per_tri = {dt: lib.memory_bytes() / lib.faces.shape[0] for dt, lib in libs.items()}
+    poses = regime_poses(libs[torch.float64], q, gap, seed=subdivisions)
+    klampt, fcl = Klampt(a, b), Fcl(a, b)
+    print(f"[{label}] {a.num_faces} triangles per mesh, {q} queries per regime; "
+          f"setup {time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
+    slow = a.num_faces > 500_000
+    ids_a, ids_b = torch.zeros(q, dtype=torch.int64), torch.ones(q, dtype=torch.int64)
+
+    rows = []
+    for regime, (pa64, pb64) in poses.items():
+        ours_ops = {
+            "blem_contacts": lambda lib, pa, pb: blem_contacts(lib, ids_a, ids_b, pa, pb, radius, radius),
+            f"blem_contacts(k={MAX_CONTACTS})": lambda lib, pa, pb: blem_contacts(
+                lib, ids_a, ids_b, pa, pb, radius, radius, max_contacts=MAX_CONTACTS),
+            "mesh_distance": lambda lib, pa, pb: mesh_distance(lib, ids_a, ids_b, pa, pb),
+            "mesh_collide": lambda lib, pa, pb: mesh_collide(lib, ids_a, ids_b, pa, pb),
+        }  # fmt: skip
+        ours, results = {}, {}
+        for name, fn in ours_ops.items():
+            reps, warm = (1, 0) if slow and name.startswith("blem") else (repeats, 1)
+            speed = {}
+            for key, dtype, threads in (("1t", torch.float64, 1), ("all", torch.float64, all_threads),
+                                        ("f32_1t", torch.float32, 1)):  # fmt: skip
+                lib = libs[dtype]
+                pa, pb = pa64.to(dtype), pb64.to(dtype)
+                torch.set_num_threads(threads)
+                seconds, out = timed(lambda: fn(lib, pa, pb), repeats=reps, warmup=warm)
+                speed[key] = q / seconds
+                if key == "1t":
+                    results[name] = out
+            torch.set_num_threads(1)
+            ours[name] = speed
+
+        ka, kb = Klampt.transforms(pa64), Klampt.transforms(pb64)
+        fa, fb = fcl.transforms(pa64), fcl.transforms(pb64)
+        peer_reps = 1 if slow else repeats
+        peers = {  # our op -> [(peer name, call)]
+            "blem_contacts": [("klampt.contacts", lambda: klampt.run("contacts", ka, kb, radius, radius))],
+            "mesh_distance": [("klampt.distance", lambda: klampt.run("distance", ka, kb)),
+                              ("fcl.distance", lambda: fcl.run("distance", fa, fb))],
+            "mesh_collide": [("klampt.collides", lambda: klampt.run("collides", ka, kb)),
+                             ("fcl.collide", lambda: fcl.run("collide", fa, fb))],
+        }  # fmt: skip
+        peers[f"blem_contacts(k={MAX_CONTACTS})"] = peers["blem_contacts"]
+        peer_cache = {}
+        for name, speed in ours.items():
+            res = results[name]
+            for peer, call in peers[name]:
+                if peer not in peer_cache:  # the capped row reuses the uncapped Klampt timing
+                    # Klampt's contacts take seconds per query from 100k triangles: one pass
+                    slow_peer = peer == "klampt.contacts" and a.num_faces > 50_000
+                    seconds, out = timed(call, repeats=1 if slow_peer else peer_reps, warmup=0 if slow_peer else 1)
+                    peer_cache[peer] = (q / seconds, out, seconds)
+                peer_qps, peer_out, peer_s = peer_cache[peer]
+                row = {"size": label, "triangles": a.num_faces, "regime": regime, "queries": q, "op": name,
+                       "ours_1t": speed["1t"], "ours_all": speed["all"], "ours_f32_1t": speed["f32_1t"],
+                       "peer": peer, "peer_1t": peer_qps, "ours/peer_per_core": speed["1t"] / peer_qps,
+                       "bytes_per_tri": bytes_per_tri[torch.float64],
+                       "bytes_per_tri_f32": bytes_per_tri[torch.float32]}  # fmt: skip
+                if name.startswith("blem"):
+                    n_ours = int(res.counts.sum())
+                    row["ours_contacts"] = n_ours
+                    row["peer_contacts"] = int(sum(peer_out))
+                    if res is results["blem_contacts"]:  # contacts/s of the clustered row: not comparable
+                        row["ours_contacts/s"] = n_ours * speed["1t"] / q
+                        row["peer_contacts/s"] = row["peer_contacts"] / peer_s
+                    row["intersecting"] = int(res.intersecting.sum())
+                elif name == "mesh_distance":
+                    ref = np.asarray(peer_out, dtype=np.float64)
+                    got = res.distance.numpy()
+                    row["check"] = (f"max|d-peer| {np.abs(got - ref).max():.1e}" if regime == "gap"
+                                    else f"ours d=0 {int((got == 0).sum())}/{q}")  # fmt: skip
+                else:
+                    agree = int((res.numpy() == np.asarray(peer_out, dtype=bool)).sum())
+                    row["check"] = f"agree {agree}/{q}"
+                rows.append(row)
+                print(f"  {regime:7s} {name:22s} vs {peer:16s} ours/peer per core {row['ours/peer_per_core']:.3g}",
+                      flush=True)  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="skip the 1M-triangle pair, fewer repeats")
+    parser.add_argument("--radius", type=float, default=0.001, help="boundary layer r_a = r_b (m)")
+    parser.add_argument("--gap", type=float, default=0.0005, help="surface gap of the 'gap' regime (m)")
+    parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/)")
+    args = parser.parse_args()
+    sizes = SIZES[:-1] if args.quick else SIZES
+    repeats = 2 if args.quick else 3
+    all_threads = torch.get_num_threads()
+
+    start = time.perf_counter()
+    rows = []
+    for label, subdivisions, q in sizes:
+        rows += bench_size(label, subdivisions, q, args.radius, args.gap, all_threads, repeats)
+    torch.set_num_threads(all_threads)
+
+    print(f"\nmesh queries per second, float64 unless noted; 1t = one thread, all = {all_threads} threads; "
+          f"peers single-threaded; r_a = r_b = {args.radius * 1e3:g} mm, gap {args.gap * 1e3:g} mm / "
+          f"overlap ≈{args.gap * 1e3:g} mm; contacts summed over the queries; bytes per triangle of the "
+          f"MeshLibrary tensors incl. BVH")  # fmt: skip
+    print_table(rows, ["size", "triangles", "regime", "queries", "op", "ours_1t", "ours_all", "ours_f32_1t",
+                       "peer", "peer_1t", "ours/peer_per_core", "ours_contacts", "peer_contacts",
+                       "ours_contacts/s", "peer_contacts/s", "bytes_per_tri", "bytes_per_tri_f32", "check"])
+    print(f"total {time.perf_counter() - start:.0f} s")
+    payload = {"unit": "queries/s", "radius": args.radius, "gap": args.gap, "max_contacts": MAX_CONTACTS,
+               "sizes": [{"label": s[0], "subdivisions": s[1], "queries_per_regime": s[2]} for s in sizes],
+               "rows": rows}  # fmt: skip
+    path = write_json("mesh_contacts", payload, args.out)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
