@@ -34,6 +34,18 @@
 #include "common/checks.h"
 #include "mesh_query/mesh_query_kernels.h"
 
+// The BVH tensors and queries every device entry point takes, and their bundle.
+#define CN_BVH_ARGS                                                                           \
+  const at::Tensor &tris, const at::Tensor &tri_ids, const at::Tensor &boxes,                \
+      const at::Tensor &children, const at::Tensor &dipoles, const at::Tensor &node_offsets, \
+      const at::Tensor &face_offsets, const at::Tensor &ids_a, const at::Tensor &ids_b,      \
+      const at::Tensor &poses_a, const at::Tensor &poses_b
+#define CN_BVH_PASS                                                                          \
+  BvhTensors {                                                                               \
+    tris, tri_ids, boxes, children, dipoles, node_offsets, face_offsets, ids_a, ids_b, poses_a, \
+        poses_b                                                                              \
+  }
+
 namespace contactnet {
 
 using MeshDistanceOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;

@@ -9,17 +9,6 @@ namespace {
 // One query is a whole BVH traversal (microseconds to milliseconds): one query per task.
 constexpr CpuLauncher kQueryLaunch{1};
 
-#define CN_BVH_ARGS                                                                           \
-  const at::Tensor &tris, const at::Tensor &tri_ids, const at::Tensor &boxes,                \
-      const at::Tensor &children, const at::Tensor &dipoles, const at::Tensor &node_offsets, \
-      const at::Tensor &face_offsets, const at::Tensor &ids_a, const at::Tensor &ids_b,      \
-      const at::Tensor &poses_a, const at::Tensor &poses_b
-#define CN_BVH_PASS                                                                          \
-  BvhTensors {                                                                               \
-    tris, tri_ids, boxes, children, dipoles, node_offsets, face_offsets, ids_a, ids_b, poses_a, \
-        poses_b                                                                              \
-  }
-
 MeshDistanceOut mesh_distance_cpu(CN_BVH_ARGS, double upper_bound) {
   return mesh_distance_impl(CN_BVH_PASS, upper_bound, kQueryLaunch);
 }

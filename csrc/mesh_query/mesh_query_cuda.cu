@@ -6,19 +6,6 @@
 namespace contactnet {
 namespace {
 
-
-
-#define CN_BVH_ARGS                                                                           \
-  const at::Tensor &tris, const at::Tensor &tri_ids, const at::Tensor &boxes,                \
-      const at::Tensor &children, const at::Tensor &dipoles, const at::Tensor &node_offsets, \
-      const at::Tensor &face_offsets, const at::Tensor &ids_a, const at::Tensor &ids_b,      \
-      const at::Tensor &poses_a, const at::Tensor &poses_b
-#define CN_BVH_PASS                                                                          \
-  BvhTensors {                                                                               \
-    tris, tri_ids, boxes, children, dipoles, node_offsets, face_offsets, ids_a, ids_b, poses_a, \
-        poses_b                                                                              \
-  }
-
 MeshDistanceOut mesh_distance_cuda(CN_BVH_ARGS, double upper_bound) {
   return mesh_distance_impl(CN_BVH_PASS, upper_bound, CudaLauncher{});
 }
@@ -30,7 +17,6 @@ BlemRawOut blem_contacts_raw_cuda(CN_BVH_ARGS, const at::Tensor& r_a, const at::
 }
 
 }  // namespace
-
 
 TORCH_LIBRARY_IMPL(contactnet, CUDA, m) {
   m.impl("mesh_distance", &mesh_distance_cuda);

@@ -49,6 +49,30 @@ CN_HD void load_leaf_b(const QueryFrame<T>& qf, int first, int count, Vec3<T> ou
   }
 }
 
+// Gap between the axis-aligned boxes of two triangles in one frame: a lower bound on their
+// distance (each axis projection is 1-Lipschitz) that costs a few comparisons, so leaf pairs whose
+// boxes overlap skip most exact triangle tests.
+template <typename T>
+struct TriBox {
+  Vec3<T> lo, hi;
+};
+template <typename T>
+CN_HD TriBox<T> tri_box(const Vec3<T> t[3]) {
+  TriBox<T> b{t[0], t[0]};
+  for (int k = 1; k < 3; ++k) {
+    b.lo = make_vec3(min_(b.lo.x, t[k].x), min_(b.lo.y, t[k].y), min_(b.lo.z, t[k].z));
+    b.hi = make_vec3(max_(b.hi.x, t[k].x), max_(b.hi.y, t[k].y), max_(b.hi.z, t[k].z));
+  }
+  return b;
+}
+template <typename T>
+CN_HD T tri_box_gap(const TriBox<T>& a, const TriBox<T>& b) {
+  T g = max_(a.lo.x - b.hi.x, b.lo.x - a.hi.x);
+  g = max_(g, max_(a.lo.y - b.hi.y, b.lo.y - a.hi.y));
+  g = max_(g, max_(a.lo.z - b.hi.z, b.lo.z - a.hi.z));
+  return g;
+}
+
 // ---- minimum distance (branch and bound) ------------------------------------------------------
 template <typename T>
 struct DistanceVisitor {
@@ -60,11 +84,15 @@ struct DistanceVisitor {
   CN_HD T threshold() const { return best; }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     Vec3<T> B[kBvhLeafSize][3];
+    TriBox<T> boxes_b[kBvhLeafSize];
     load_leaf_b(qf, fb, nb, B);
+    for (int j = 0; j < nb; ++j) boxes_b[j] = tri_box(B[j]);
     for (int i = 0; i < na; ++i) {
       Vec3<T> A[3];
       load_tri(qf.a.tris, fa + i, A);
+      const TriBox<T> box_a = tri_box(A);
       for (int j = 0; j < nb; ++j) {
+        if (tri_box_gap(box_a, boxes_b[j]) >= best) continue;  // cannot get strictly closer
         const TriangleTriangleResult<T> r = triangle_triangle_closest(A, B[j]);
         const T d = sqrt(r.dist2);
         if (d < best) {
@@ -116,12 +144,16 @@ struct IntersectVisitor {
   CN_HD T threshold() const { return T(0); }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     Vec3<T> B[kBvhLeafSize][3];
+    TriBox<T> boxes_b[kBvhLeafSize];
     load_leaf_b(qf, fb, nb, B);
+    for (int j = 0; j < nb; ++j) boxes_b[j] = tri_box(B[j]);
     for (int i = 0; i < na; ++i) {
       Vec3<T> A[3];
       load_tri(qf.a.tris, fa + i, A);
+      const TriBox<T> box_a = tri_box(A);
       for (int j = 0; j < nb; ++j)
-        if (!(triangle_triangle_closest(A, B[j]).dist2 > T(0))) return true;
+        if (!(tri_box_gap(box_a, boxes_b[j]) > T(0)) && !(triangle_triangle_closest(A, B[j]).dist2 > T(0)))
+          return true;
     }
     return false;
   }
@@ -181,12 +213,16 @@ struct BlemVisitor {
   CN_HD T threshold() const { return ra + rb; }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     Vec3<T> B[kBvhLeafSize][3];
+    TriBox<T> boxes_b[kBvhLeafSize];
     load_leaf_b(qf, fb, nb, B);
+    for (int j = 0; j < nb; ++j) boxes_b[j] = tri_box(B[j]);
     const T r = ra + rb;
     for (int i = 0; i < na; ++i) {
       Vec3<T> A[3];
       load_tri(qf.a.tris, fa + i, A);
+      const TriBox<T> box_a = tri_box(A);
       for (int j = 0; j < nb; ++j) {
+        if (tri_box_gap(box_a, boxes_b[j]) > r) continue;
         const TriangleTriangleResult<T> res = triangle_triangle_closest(A, B[j]);
         if (!(sqrt(res.dist2) <= r)) continue;
         if (fill) {
