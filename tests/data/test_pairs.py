@@ -35,8 +35,9 @@ def _queries(lib, q, spec, seed):
 @pytest.mark.parametrize("manipulate", [True, False])
 def test_labels_agree_with_independent_labeller(lib, objects, manipulate):
     spec = PairSpec(manipulate=manipulate)
-    ids_a, ids_b, pa, pb, u, _ = _queries(lib, 1000, spec, seed=1 + manipulate)
-    labels = label_pairs(lib, ids_a, ids_b, pa, pb, u, spec)
+    # 2 x 5000 pairs: the 10k random pairs, half manipulated, half uniform.
+    ids_a, ids_b, pa, pb, u, s = _queries(lib, 5000, spec, seed=1 + manipulate)
+    labels = label_pairs(lib, ids_a, ids_b, pa, pb, u, spec, s)
     oracle = FclLabeller([v for v, _ in objects], [f for _, f in objects])
     compared = 0
     for k in range(len(ids_a)):
@@ -46,7 +47,7 @@ def test_labels_agree_with_independent_labeller(lib, objects, manipulate):
         assert bool(labels["label"][k]) == expected, k
         compared += 1
     positives = int(labels["label"].sum())
-    assert compared > 990 and 50 < positives < 950
+    assert compared > 4950 and 250 < positives < 4750
 
 
 def test_manipulated_gap_and_signed_distance(lib):
