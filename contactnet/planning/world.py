@@ -156,6 +156,7 @@ class CollisionWorld:
             raise ValueError(f"name: an obstacle named {name!r} already exists")
         mid = self._mesh_id(mesh, "mesh")
         env = self._env(env)
+        pose = self._pose(pose)  # checked before a slot is taken
         free = np.flatnonzero(~self._used[env])
         if free.size == 0:
             raise ValueError(f"env: environment {env} is full ({self.max_obstacles} obstacles); "
@@ -164,7 +165,7 @@ class CollisionWorld:
         self._used[env, slot] = True
         self._obstacles[name] = (env, slot)
         self.obstacle_mesh[env, slot] = mid
-        self.set_pose(name, pose)
+        self.obstacle_pose[env, slot] = pose
         self.set_enabled(name, enabled)
         return slot
 
@@ -178,14 +179,16 @@ class CollisionWorld:
     def set_pose(self, name: str, pose=None) -> None:
         """Write obstacle `name`'s pose (7,) in place (identity if None); the quaternion is normalised."""
         env, slot = self._slot(name)
+        self.obstacle_pose[env, slot] = self._pose(pose)
+
+    def _pose(self, pose) -> torch.Tensor:
         if pose is None:
             pose = [0, 0, 0, 1, 0, 0, 0]
         pose = torch.as_tensor(pose, dtype=self.dtype, device=self.device)
         if pose.shape != (7,):
             raise ValueError(f"pose: expected shape (7,) [x, y, z, qw, qx, qy, qz], got {tuple(pose.shape)}")
         check_poses(pose, "pose")
-        self.obstacle_pose[env, slot, :3] = pose[:3]
-        self.obstacle_pose[env, slot, 3:] = pose[3:] / pose[3:].norm()
+        return torch.cat([pose[:3], pose[3:] / pose[3:].norm()])
 
     def set_enabled(self, name: str, enabled: bool = True) -> None:
         env, slot = self._slot(name)
