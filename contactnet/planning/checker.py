@@ -173,7 +173,7 @@ class CollisionChecker(nn.Module):
 
     def _signed(self, ids_a, ids_b, poses_a, poses_b, upper_bound=None):
         w = self.world
-        return exact_signed_distance(w.library, w.radius, ids_a.contiguous(), ids_b.contiguous(),
+        return exact_signed_distance(w.library, w.aabb, ids_a.contiguous(), ids_b.contiguous(),
                                      poses_a.to(w.dtype), poses_b.to(w.dtype), self.penetration_tol,
                                      upper_bound)
 

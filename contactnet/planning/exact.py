@@ -54,12 +54,20 @@ def separating_translation(lib: MeshLibrary, ids_a, ids_b, poses_a, poses_b, dir
     return hi
 
 
-def exact_signed_distance(lib: MeshLibrary, radius: torch.Tensor, ids_a: torch.Tensor, ids_b: torch.Tensor,
+def _support(aabb: torch.Tensor, poses: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
+    """max over the posed boxes (Q, 2, 3) of x · direction (Q, 3): the oriented box's support."""
+    r = quaternion_to_matrix(poses[:, 3:])
+    local = torch.einsum("qji,qj->qi", r, direction)  # direction in the box's frame
+    centre, half = aabb.mean(1), (aabb[:, 1] - aabb[:, 0]) / 2
+    return (poses[:, :3] * direction).sum(1) + (centre * local).sum(1) + (half * local.abs()).sum(1)
+
+
+def exact_signed_distance(lib: MeshLibrary, aabb: torch.Tensor, ids_a: torch.Tensor, ids_b: torch.Tensor,
                           poses_a: torch.Tensor, poses_b: torch.Tensor, tol: float = 1e-3,
                           upper_bound: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(signed distance (Q,), colliding (Q,) bool) of mesh ids_a at poses_a vs ids_b at poses_b.
 
-    lib: the meshes; radius (M,): each mesh's bounding radius about its frame origin; poses (Q, 7)
+    lib: the meshes; aabb (M, 2, 3): each mesh's object-frame bounding box; poses (Q, 7)
     in lib's dtype (quaternions normalised here, differentiably); tol: bisection tolerance of the
     penetration estimate (metres); upper_bound: distances are only resolved below it.
     """
@@ -74,14 +82,21 @@ def exact_signed_distance(lib: MeshLibrary, radius: torch.Tensor, ids_a: torch.T
         norm = u.norm(dim=1, keepdim=True)
         # Coincident origins: any direction separates; take +z.
         u = torch.where(norm > 1e-12, u / norm.clamp_min(1e-12), u.new_tensor([0.0, 0.0, 1.0]))
-        reach = radius[ids_a[hit]] + radius[ids_b[hit]] + norm.squeeze(1)
+        # B moved by -t u is apart once its box's support along u drops below A's along -u:
+        # t = h_B(u) + h_A(-u) separates (a far tighter bracket than bounding spheres).
+        box = aabb.to(pa_d.dtype)
+        reach = _support(box[ids_b[hit]], pb_d[hit], u) + _support(box[ids_a[hit]], pa_d[hit], -u) + tol
         t = separating_translation(lib, ids_a[hit], ids_b[hit], pa_d[hit], pb_d[hit], u, reach, tol)
         signed[hit] = -t
         witness_b[hit, :3] -= t[:, None] * u
+    if not (torch.is_grad_enabled() and (poses_a.requires_grad or poses_b.requires_grad)):
+        # Values only: colliding pairs need no witness points.
+        free = torch.nonzero(~colliding).squeeze(1)
+        if free.numel():
+            signed[free] = mesh_distance(lib, ids_a[free], ids_b[free], pa_d[free], pb_d[free], upper_bound).distance
+        return signed, colliding
     near = mesh_distance(lib, ids_a, ids_b, pa_d, witness_b.contiguous(), upper_bound)
     signed = torch.where(colliding, signed, near.distance)
-    if not (torch.is_grad_enabled() and (poses_a.requires_grad or poses_b.requires_grad)):
-        return signed, colliding
     found = (near.tri_a >= 0)[:, None]
     point_a = torch.where(found, near.point_a, pa_d[:, :3])
     point_b = torch.where(found, near.point_b, witness_b[:, :3])

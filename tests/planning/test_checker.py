@@ -32,6 +32,9 @@ def test_exact_signed_distance_values(world):
     r = exact.pairwise(ids_a, ids_b, pa, pb)
     lib = world.library
     assert torch.equal(r.colliding, mesh_collide(lib, ids_a, ids_b, pa, pb))
+    # The values-only path (no witness points for colliding pairs) gives the same values.
+    with_grad = exact.pairwise(ids_a, ids_b, pa.clone().requires_grad_(), pb).signed_distance
+    torch.testing.assert_close(with_grad.detach(), r.signed_distance)
     # Penetration estimate: moving B back along the centre line by -sd separates, by -sd - 2 tol not.
     hit = r.colliding
     u = pa[hit, :3] - pb[hit, :3]
