@@ -8,6 +8,9 @@ A query is one (mesh A, pose A, mesh B, pose B) pair: learned -> collision logit
 collision verdict plus the signed distance (exact distance when separated, bisection penetration
 estimate when colliding, see contactnet/planning/exact.py); fcl -> `fcl.collide`, plus
 `fcl.distance` when free (no containment test and no penetration depth: less work than exact).
+A second table times the planner's call, `cost(mesh, poses, env_idx)` plus its gradient, for one
+moving mesh against all 8 obstacles of its environment (4 environments).
+
 "grad" columns time the same call plus the backward pass to both query poses (on at most 16384
 queries, extrapolated).
 
@@ -72,6 +75,41 @@ def fcl_models(world: CollisionWorld):
     return models
 
 
+WORLD_ENVS, WORLD_SLOTS = 4, 8
+WORLD_LEARNED_MAX, WORLD_EXACT_MAX = 4096, 1024
+
+
+def world_cost_rows(world: CollisionWorld, checkers: dict, sizes: list[int], timed, device) -> list[dict]:
+    """Time `checker.cost(mesh, poses, env_idx)` + backward, the call a trajectory optimiser makes:
+    each environment holds WORLD_SLOTS random procedural obstacles in a 0.4 m cube, queries are
+    uniform poses of a random mesh in that cube."""
+    g = torch.Generator().manual_seed(1)
+    m = len(world.mesh_names)
+    for env in range(WORLD_ENVS):
+        for k in range(WORLD_SLOTS):
+            q = torch.randn(4, generator=g)
+            pose = torch.cat([(torch.rand(3, generator=g) - 0.5) * 0.4, q / q.norm()])
+            world.add_obstacle(f"o{env}_{k}", int(torch.randint(m, (1,), generator=g)), pose, env=env)
+    n_max = max(sizes)
+    ids = torch.randint(m, (n_max,), generator=g).to(device)
+    env = torch.randint(WORLD_ENVS, (n_max,), generator=g).to(device)
+    q = torch.randn(n_max, 4, generator=g)
+    poses = torch.cat([(torch.rand(n_max, 3, generator=g) - 0.5) * 0.4, q / q.norm(dim=1, keepdim=True)], 1).to(device)
+    rows = []
+    for n in sizes:
+        for name, checker in checkers.items():
+            k = min(n, WORLD_LEARNED_MAX if checker.learned else WORLD_EXACT_MAX)
+
+            def call():
+                p = poses[:k].clone().requires_grad_()
+                checker.cost(ids[:k], p, env[:k]).sum().backward()
+
+            seconds = timed(call, k, not checker.learned)
+            rows.append({"backend": name, "queries": n, "timed": k, "latency_ms": 1e3 * seconds * n / k,
+                         "qps": k / seconds, "us_per_query": 1e6 * seconds / k})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ckpt", default=None, help="a LOCC or Global-OCN checkpoint for the learned rows")
@@ -85,7 +123,7 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sizes = [s for s in SIZES if not args.quick or s <= 4096]
 
-    world = CollisionWorld(device=device, num_points=1500)
+    world = CollisionWorld(num_envs=WORLD_ENVS, max_obstacles=WORLD_SLOTS, device=device, num_points=1500)
     for i, family in enumerate(FAMILIES):
         world.add_mesh(family, make_object(family, i))
     checkers = {}
@@ -139,11 +177,16 @@ def main() -> None:
         seconds = timed(lambda: fcl_loop(models, ids_a[:m].cpu(), ids_b[:m].cpu(), pa[:m].cpu(), pb[:m].cpu()), m, True)
         rows.append({"backend": "python-fcl loop", "queries": n, "timed": m, "latency_ms": 1e3 * seconds * n / m,
                      "qps": m / seconds, "us_per_query": 1e6 * seconds / m})
+    world_rows = world_cost_rows(world, checkers, sizes, timed, device)
     print(f"pairwise collision queries on {device} ({torch.get_num_threads()} threads), embeddings cached; "
           f"latency of the whole batch (extrapolated where timed < queries); total {time.perf_counter() - started:.0f} s")
     print_table(rows, ["backend", "queries", "timed", "latency_ms", "qps", "us_per_query", "grad_timed",
                        "grad_latency_ms", "grad_qps"])
-    write_json("planning", {"device": device, "rows": rows, "sizes": sizes, "exact_max": args.exact_max,
+    print(f"\nobject-vs-world cost + gradient w.r.t. the poses: {WORLD_ENVS} environments x {WORLD_SLOTS} "
+          f"enabled obstacles; one query = one pose against its whole environment (timed on at most "
+          f"{WORLD_LEARNED_MAX} learned / {WORLD_EXACT_MAX} exact queries, extrapolated)")
+    print_table(world_rows, ["backend", "queries", "timed", "latency_ms", "qps", "us_per_query"])
+    write_json("planning", {"device": device, "rows": rows, "world_rows": world_rows, "sizes": sizes, "exact_max": args.exact_max,
                             "fcl_max": FCL_MAX, "grad_max": GRAD_MAX}, args.out)
 
 

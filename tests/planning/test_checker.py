@@ -211,3 +211,24 @@ def test_learned_hot_path_traces_without_graph_breaks(world, trained):
     eager = checker.cost(ids, poses, env)
     compiled = torch.compile(lambda p: checker.cost(ids, p, env), backend="eager", fullgraph=True)
     torch.testing.assert_close(compiled(poses), eager)
+
+
+def test_devices_agree(device, trained):
+    from tests.planning.scenes import make_world
+
+    results = {}
+    for dev in ("cpu", device):
+        w = make_world(num_envs=2, max_obstacles=2, device=dev)
+        w.add_obstacle("o", "star_prism", _pose(0.02), env=1)
+        ids_a, ids_b, pa, pb = random_pairs(w, 64, seed=2)
+        out = []
+        for backend in ("exact", "locc"):
+            checker = CollisionChecker(w, backend, trained if backend == "locc" else None)
+            r = checker.pairwise(ids_a.to(dev), ids_b.to(dev), pa.to(dev), pb.to(dev))
+            out.append((r.signed_distance if backend == "exact" else r.logit).cpu())
+            poses = torch.stack([_pose(0.0), _pose(0.05)]).to(dev).requires_grad_()
+            cost = checker.cost("l_bracket", poses, torch.tensor([1, 1], device=dev))
+            out += [cost.detach().cpu(), torch.autograd.grad(cost.sum(), poses)[0].cpu()]
+        results[dev] = out
+    for a, b in zip(results["cpu"], results[device]):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
