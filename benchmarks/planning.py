@@ -179,15 +179,16 @@ def main() -> None:
                      "qps": m / seconds, "us_per_query": 1e6 * seconds / m})
     world_rows = world_cost_rows(world, checkers, sizes, timed, device)
     print(f"pairwise collision queries on {device} ({torch.get_num_threads()} threads), embeddings cached; "
-          f"latency of the whole batch (extrapolated where timed < queries); total {time.perf_counter() - started:.0f} s")
+          f"latency of the whole batch (extrapolated where timed < queries); "
+          f"total {time.perf_counter() - started:.0f} s")
     print_table(rows, ["backend", "queries", "timed", "latency_ms", "qps", "us_per_query", "grad_timed",
                        "grad_latency_ms", "grad_qps"])
     print(f"\nobject-vs-world cost + gradient w.r.t. the poses: {WORLD_ENVS} environments x {WORLD_SLOTS} "
           f"enabled obstacles; one query = one pose against its whole environment (timed on at most "
           f"{WORLD_LEARNED_MAX} learned / {WORLD_EXACT_MAX} exact queries, extrapolated)")
     print_table(world_rows, ["backend", "queries", "timed", "latency_ms", "qps", "us_per_query"])
-    write_json("planning", {"device": device, "rows": rows, "world_rows": world_rows, "sizes": sizes, "exact_max": args.exact_max,
-                            "fcl_max": FCL_MAX, "grad_max": GRAD_MAX}, args.out)
+    write_json("planning", {"device": device, "rows": rows, "world_rows": world_rows, "sizes": sizes,
+                            "exact_max": args.exact_max, "fcl_max": FCL_MAX, "grad_max": GRAD_MAX}, args.out)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,6 @@
 import pytest
 import torch
 
-from contactnet.models import LOCC
 from contactnet.ops import mesh_collide
 from contactnet.planning import CollisionChecker
 from tests.planning.scenes import random_pairs, tiny_net
