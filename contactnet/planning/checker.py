@@ -57,6 +57,8 @@ class CollisionChecker(nn.Module):
     eta: activation distance of the cost (metres); chunk: queries per network call (bounds memory);
     penetration_tol: bisection tolerance of the exact penetration estimate (metres); validate:
     check every argument (names, shapes, NaN) — turn off on a compiled / graph-captured hot path.
+    The model is moved to the world's device, put in eval mode and frozen (requires_grad False) in
+    place: pose gradients never need weight gradients.
     """
 
     def __init__(self, world: CollisionWorld, backend: str = "exact", model: CollisionNet | None = None,

@@ -5,7 +5,7 @@ Value:
 - colliding pairs (`mesh_collide`: surfaces intersect or one contains the other): -t, where t is
   the translation of B along the centre line (from A's frame origin to B's, i.e. B moved away from
   A) that separates the pair, found by bisection to `tol` — the estimate `contactnet.data.pairs`
-  stores. The true penetration depth is at most t, so the value is a lower bound of the true
+  stores — bracketed by the oriented bounding boxes' supports along that line. The true penetration depth is at most t, so the value is a lower bound of the true
   signed distance (exact for touching pairs), continuous at the contact boundary.
 
 Gradient with respect to both poses, through the closest points (the envelope theorem: the
