@@ -181,6 +181,20 @@ class CollisionWorld:
         env, slot = self._slot(name)
         self.obstacle_pose[env, slot] = self._pose(pose)
 
+    def set_poses(self, names: list[str], poses) -> None:
+        """Write many obstacles' poses (len(names), 7) in place with one scatter."""
+        if isinstance(names, str):
+            raise ValueError("names: expected a list of obstacle names; use set_pose for one")
+        slots = [self._slot(n) for n in names]
+        poses = torch.as_tensor(poses, dtype=self.dtype, device=self.device)
+        if poses.shape != (len(slots), 7):
+            raise ValueError(f"poses: expected shape ({len(slots)}, 7), got {tuple(poses.shape)}")
+        check_poses(poses, "poses")
+        env = torch.tensor([e for e, _ in slots], device=self.device)
+        slot = torch.tensor([k for _, k in slots], device=self.device)
+        q = poses[:, 3:]
+        self.obstacle_pose[env, slot] = torch.cat([poses[:, :3], q / q.norm(dim=1, keepdim=True)], 1)
+
     def _pose(self, pose) -> torch.Tensor:
         if pose is None:
             pose = [0, 0, 0, 1, 0, 0, 0]

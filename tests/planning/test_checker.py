@@ -231,3 +231,39 @@ def test_devices_agree(device, trained):
         results[dev] = out
     for a, b in zip(results["cpu"], results[device]):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
+
+
+def test_float64_world_with_learned_backend(world64, trained):
+    learned = CollisionChecker(world64, "locc", trained)
+    poses = torch.stack([_pose(0.0, dtype=torch.float64), _pose(0.3, dtype=torch.float64)]).requires_grad_()
+    r = learned.pairwise("l_bracket", "gear_prism", poses, torch.stack([_pose(dtype=torch.float64)] * 2))
+    (g,) = torch.autograd.grad(r.logit.sum(), poses)
+    assert g.dtype == torch.float64 and torch.isfinite(g).all()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_learned_cost_in_a_cuda_graph_follows_pose_updates(trained):
+    from tests.planning.scenes import make_world
+
+    w = make_world(num_envs=2, max_obstacles=3, device="cuda")
+    w.add_obstacle("o", "star_prism", _pose(0.0), env=1)
+    checker = CollisionChecker(w, "locc", trained, validate=False)
+    checker.embeddings()
+    ids = torch.zeros(16, dtype=torch.long, device="cuda")
+    env = torch.ones(16, dtype=torch.long, device="cuda")
+    poses = torch.stack([_pose(x) for x in torch.linspace(-0.2, 0.2, 16).tolist()]).cuda()
+    with torch.no_grad():
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                checker.cost(ids, poses, env)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static = checker.cost(ids, poses, env)
+        for x in (0.0, 0.1, 5.0):
+            w.set_pose("o", _pose(x))  # in place: the captured graph reads the new pose
+            graph.replay()
+            torch.testing.assert_close(static, checker.cost(ids, poses, env))

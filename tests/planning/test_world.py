@@ -34,6 +34,13 @@ def test_obstacles_update_in_place():
     world.remove_obstacle("x")
     assert world.add_obstacle("z", "m", env=1) == 0  # the freed slot is reused
     assert world.obstacle_enabled.tolist() == [[False] * 3, [True, True, False]]
+    world.set_poses(["y", "z"], [[0, 0, 1, 1, 0, 0, 0], [0, 0, 2, 0, 0, 0, 3]])
+    torch.testing.assert_close(world.obstacle_pose[1, [1, 0]],  # y is in slot 1, z in slot 0
+                               torch.tensor([[0.0, 0, 1, 1, 0, 0, 0], [0, 0, 2, 0, 0, 0, 1]]))
+    with pytest.raises(ValueError, match="poses: expected shape"):
+        world.set_poses(["y"], [[0, 0, 0, 1, 0, 0, 0]] * 2)
+    with pytest.raises(ValueError, match="name: unknown obstacle 'x'"):
+        world.set_poses(["x"], [[0, 0, 0, 1, 0, 0, 0]])
     assert [t.data_ptr() for t in world.buffers()] == ptrs
 
 
