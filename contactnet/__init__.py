@@ -4,7 +4,7 @@
 are imported by the modules that use them.
 """
 
-from contactnet import geometry, models, ops
+from contactnet import geometry, models, ops, planning
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.models import LOCC, GlobalOCN, load_model
 from contactnet.ops import (
@@ -15,10 +15,13 @@ from contactnet.ops import (
     segment_segment_distance,
     triangle_distance,
 )
+from contactnet.planning import CollisionChecker, CollisionWorld
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CollisionChecker",
+    "CollisionWorld",
     "LOCC",
     "GlobalOCN",
     "Mesh",
@@ -30,6 +33,7 @@ __all__ = [
     "mesh_distance",
     "models",
     "ops",
+    "planning",
     "point_triangle_distance",
     "segment_segment_distance",
     "triangle_distance",

@@ -1,0 +1,268 @@
+"""`CollisionChecker`: batched, differentiable collision queries against a `CollisionWorld`, with a
+learned backend (LOCC or Global-OCN over cached shape embeddings) or the exact kernels.
+
+Queries (leading batch shape `...` is anything, e.g. (B, Q) or (B, H) trajectories):
+- `pairwise(a, b, poses_a, poses_b)`: mesh names/ids `a`, `b` (...), poses (..., 7) ->
+  `PairResult` (colliding, probability, logit [learned], signed distance [exact]);
+- `world(mesh, poses, env_idx)`: one moving mesh per query against every enabled obstacle of its
+  environment -> `WorldResult` (per-query verdict and per-obstacle values);
+- `cost(mesh, poses, env_idx)` (also `forward`): the summed activation-distance cost (cost.py),
+  differentiable with respect to `poses` for both backends.
+
+Hot path. The learned backend, with `validate=False` and integer id / env tensors, has fixed shapes
+and no host synchronisation (disabled and empty obstacle slots are computed and masked, never
+skipped), so it traces under `torch.compile` and can be captured in a CUDA graph. `validate=True`
+(the default) checks names, ranges, shapes and NaN first, which synchronises. The exact backend
+skips disabled slots and bisects penetrations, both data dependent: it is the verifier, not the
+graph-captured inner loop.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from contactnet.models.collision_nets import LOCC, CollisionNet, GlobalOCN
+from contactnet.models.encoder import ShapeEmbedding
+from contactnet.planning.cost import collision_cost, learned_collision_cost
+from contactnet.planning.exact import exact_signed_distance
+from contactnet.planning.world import CollisionWorld
+
+__all__ = ["BACKENDS", "CollisionChecker", "PairResult", "WorldResult"]
+
+BACKENDS = ("locc", "global_ocn", "exact")
+
+
+class PairResult(NamedTuple):
+    colliding: torch.Tensor  # (...) bool: logit > 0 (learned) or the exact verdict
+    probability: torch.Tensor  # (...) sigmoid(logit) (learned), colliding as 0/1 (exact)
+    logit: torch.Tensor | None  # (...) learned only
+    signed_distance: torch.Tensor | None  # (...) metres, exact only (see planning/exact.py)
+
+
+class WorldResult(NamedTuple):
+    colliding: torch.Tensor  # (...) bool: any enabled obstacle collides
+    probability: torch.Tensor  # (...) max over enabled obstacles (0 when none is enabled)
+    signed_distance: torch.Tensor | None  # (...) min over enabled obstacles (+inf if none), exact only
+    per_obstacle: torch.Tensor  # (..., N) logits (learned, -inf when disabled) or signed
+    #                             distances (exact, +inf when disabled), one per obstacle slot
+
+
+class CollisionChecker(nn.Module):
+    """Collision queries on `world` with backend "locc", "global_ocn" (both need `model`, a
+    trained `LOCC` / `GlobalOCN`) or "exact".
+
+    eta: activation distance of the cost (metres); chunk: queries per network call (bounds memory);
+    penetration_tol: bisection tolerance of the exact penetration estimate (metres); validate:
+    check every argument (names, shapes, NaN) — turn off on a compiled / graph-captured hot path.
+    The model is moved to the world's device, put in eval mode and frozen (requires_grad False) in
+    place: pose gradients never need weight gradients.
+    """
+
+    def __init__(self, world: CollisionWorld, backend: str = "exact", model: CollisionNet | None = None,
+                 eta: float = 0.02, chunk: int = 16384, penetration_tol: float = 1e-3, validate: bool = True):
+        super().__init__()
+        if not isinstance(world, CollisionWorld):
+            raise ValueError(f"world: expected a CollisionWorld, got {type(world).__name__}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+        if not eta > 0:
+            raise ValueError(f"eta: expected an activation distance > 0, got {eta}")
+        if not penetration_tol > 0:
+            raise ValueError(f"penetration_tol: expected > 0, got {penetration_tol}")
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise ValueError(f"chunk: expected an int >= 1, got {chunk!r}")
+        self.world, self.backend, self.eta = world, backend, float(eta)
+        self.chunk, self.penetration_tol, self.validate = chunk, float(penetration_tol), validate
+        if backend == "exact":
+            if model is not None:
+                raise ValueError("model: the exact backend takes no model")
+            self.model = None
+        else:
+            expected = LOCC if backend == "locc" else GlobalOCN
+            if not isinstance(model, expected):
+                raise ValueError(f"model: backend {backend!r} needs a {expected.__name__}, got "
+                                 f"{type(model).__name__}")
+            self.model = model.to(world.device).eval().requires_grad_(False)
+        self._table: ShapeEmbedding | None = None
+        self._table_version = -1
+
+    @classmethod
+    def from_checkpoint(cls, path, world: CollisionWorld, **kwargs) -> CollisionChecker:
+        """A learned checker from a training checkpoint (`contactnet.models.load_model`); the
+        backend follows the network's class."""
+        from contactnet.models.checkpoint import load_model
+
+        net = load_model(path, map_location=world.device)
+        backend = "locc" if isinstance(net, LOCC) else "global_ocn"
+        return cls(world, backend=backend, model=net, **kwargs)
+
+    @property
+    def learned(self) -> bool:
+        return self.backend != "exact"
+
+    # ---- embeddings -------------------------------------------------------------------------
+    def embeddings(self) -> ShapeEmbedding:
+        """The shape-embedding table of every world mesh (id order), computed once per mesh set."""
+        if not self.learned:
+            raise ValueError("backend: the exact backend has no shape embeddings")
+        if self._table_version != self.world.version:
+            w = self.world
+            if w.points.shape[0] == 0:
+                raise ValueError("world: no mesh registered; call add_mesh first")
+            with torch.no_grad():
+                feats = [self.model.encode(w.points[i:i + 64], w.normals[i:i + 64], w.aabb[i:i + 64]).features
+                         for i in range(0, w.points.shape[0], 64)]
+            self._table = ShapeEmbedding(torch.cat(feats), w.aabb.clone())
+            self._table_version = w.version
+        return self._table
+
+    # ---- argument handling --------------------------------------------------------------------
+    def _poses(self, poses, arg: str, shape: torch.Size | None = None) -> torch.Tensor:
+        if not isinstance(poses, torch.Tensor):
+            raise ValueError(f"{arg}: expected a torch.Tensor of shape (..., 7), got {type(poses).__name__}")
+        if self.validate:
+            if not poses.dtype.is_floating_point:
+                raise ValueError(f"{arg}: expected a float tensor, got dtype {poses.dtype}")
+            if poses.dim() < 1 or poses.shape[-1] != 7:
+                raise ValueError(f"{arg}: expected shape (..., 7) [x, y, z, qw, qx, qy, qz], got "
+                                 f"{tuple(poses.shape)}")
+            if shape is not None and poses.shape[:-1] != shape:
+                raise ValueError(f"{arg}: expected leading shape {tuple(shape)} to match the ids, got "
+                                 f"{tuple(poses.shape[:-1])}")
+            if poses.device != self.world.device:
+                raise ValueError(f"{arg}: is on {poses.device} but the world is on {self.world.device}")
+            if not bool(torch.isfinite(poses).all()):
+                raise ValueError(f"{arg}: contains NaN or Inf")
+            if bool((poses[..., 3:].norm(dim=-1) == 0).any()):
+                raise ValueError(f"{arg}: contains a zero quaternion")
+        return poses
+
+    def _ids(self, names, arg: str) -> torch.Tensor:
+        if isinstance(names, torch.Tensor) and not self.validate:
+            return names
+        return self.world.mesh_ids(names, arg)
+
+    def _env(self, env_idx, shape: torch.Size) -> torch.Tensor:
+        w = self.world
+        if env_idx is None:
+            return torch.zeros(shape, dtype=torch.int64, device=w.device)
+        env = torch.as_tensor(env_idx, device=w.device)
+        if self.validate:
+            if env.dtype.is_floating_point or env.dtype == torch.bool or env.dtype.is_complex:
+                raise ValueError(f"env_idx: expected integer environment indices, got dtype {env.dtype}")
+            try:
+                env = env.expand(shape)
+            except RuntimeError:
+                raise ValueError(f"env_idx: shape {tuple(env.shape)} does not broadcast to the queries' "
+                                 f"{tuple(shape)}") from None
+            if env.numel() and (int(env.min()) < 0 or int(env.max()) >= w.num_envs):
+                raise ValueError(f"env_idx: environment indices must lie in [0, {w.num_envs}), got "
+                                 f"[{int(env.min())}, {int(env.max())}]")
+        return env.expand(shape).long()
+
+    def _logits(self, ids_a, ids_b, poses_a, poses_b) -> torch.Tensor:
+        """Flat (Q,) logits in chunks of `self.chunk` queries."""
+        table = self.embeddings()
+        dtype = table.features.dtype
+        poses_a, poses_b = poses_a.to(dtype), poses_b.to(dtype)
+        outs = [self.model.predict_indexed(table, ids_a[s:s + self.chunk], ids_b[s:s + self.chunk],
+                                           poses_a[s:s + self.chunk], poses_b[s:s + self.chunk])
+                for s in range(0, ids_a.shape[0], self.chunk)]
+        return outs[0] if len(outs) == 1 else torch.cat(outs)
+
+    def _signed(self, ids_a, ids_b, poses_a, poses_b, upper_bound=None):
+        w = self.world
+        return exact_signed_distance(w.library, w.aabb, ids_a.contiguous(), ids_b.contiguous(),
+                                     poses_a.to(w.dtype), poses_b.to(w.dtype), self.penetration_tol,
+                                     upper_bound)
+
+    # ---- queries ------------------------------------------------------------------------------
+    def pairwise(self, a, b, poses_a: torch.Tensor, poses_b: torch.Tensor) -> PairResult:
+        """Mesh `a` (...) at poses_a (..., 7) against mesh `b` (...) at poses_b (..., 7); a name or
+        id broadcasts against the poses."""
+        ids_a, ids_b = self._ids(a, "a"), self._ids(b, "b")
+        poses_a, poses_b = self._poses(poses_a, "poses_a"), self._poses(poses_b, "poses_b")
+        if self.validate and poses_a.shape != poses_b.shape:
+            raise ValueError(f"poses_b: shape {tuple(poses_b.shape)} differs from poses_a's {tuple(poses_a.shape)}")
+        shape = poses_a.shape[:-1]
+        try:
+            ids_a, ids_b = ids_a.expand(shape).reshape(-1), ids_b.expand(shape).reshape(-1)
+        except RuntimeError:
+            raise ValueError(f"a, b: id shapes {tuple(ids_a.shape)}, {tuple(ids_b.shape)} do not broadcast "
+                             f"to the poses' {tuple(shape)}") from None
+        pa, pb = poses_a.reshape(-1, 7), poses_b.reshape(-1, 7)
+        if self.learned:
+            logit = self._logits(ids_a, ids_b, pa, pb).reshape(shape)
+            return PairResult(logit > 0, torch.sigmoid(logit), logit, None)
+        signed, hit = self._signed(ids_a, ids_b, pa, pb)
+        return PairResult(hit.reshape(shape), hit.reshape(shape).to(signed.dtype), None, signed.reshape(shape))
+
+    def _world_pairs(self, mesh, poses, env_idx):
+        poses = self._poses(poses, "poses")
+        shape = poses.shape[:-1]
+        ids = self._ids(mesh, "mesh")
+        try:
+            ids = ids.expand(shape).reshape(-1)
+        except RuntimeError:
+            raise ValueError(f"mesh: id shape {tuple(ids.shape)} does not broadcast to the poses' "
+                             f"{tuple(shape)}") from None
+        env = self._env(env_idx, shape).reshape(-1)
+        w = self.world
+        return shape, ids, poses.reshape(-1, 7), w.obstacle_mesh[env], w.obstacle_pose[env], w.obstacle_enabled[env]
+
+    def _per_obstacle(self, ids, poses, obs_ids, obs_poses, enabled, upper_bound=None):
+        """(Q, N) logits (learned, every slot computed then masked to -inf) or signed distances
+        (exact, enabled slots only, +inf elsewhere)."""
+        q, n = obs_ids.shape
+        if self.learned:
+            logit = self._logits(ids[:, None].expand(q, n).reshape(-1), obs_ids.reshape(-1),
+                                 poses[:, None, :].expand(q, n, 7).reshape(-1, 7), obs_poses.reshape(-1, 7))
+            return torch.where(enabled, logit.reshape(q, n), float("-inf")), None
+        sel = torch.nonzero(enabled.reshape(-1)).squeeze(1)
+        qi = sel // n
+        signed, hit = self._signed(ids[qi], obs_ids.reshape(-1)[sel], poses[qi], obs_poses.reshape(-1, 7)[sel],
+                                   upper_bound)
+        full = torch.full((q * n,), float("inf"), dtype=signed.dtype, device=signed.device)
+        full = full.index_put((sel,), signed)
+        colliding = torch.zeros(q * n, dtype=torch.bool, device=signed.device).index_put((sel,), hit)
+        return full.reshape(q, n), colliding.reshape(q, n)
+
+    def world_query(self, mesh, poses: torch.Tensor, env_idx=None) -> WorldResult:
+        """Mesh `mesh` (name/id, or (...) ids) at poses (..., 7) against every enabled obstacle of
+        environment env_idx (...) (int, tensor, or None for environment 0)."""
+        shape, ids, poses, obs_ids, obs_poses, enabled = self._world_pairs(mesh, poses, env_idx)
+        per, hit = self._per_obstacle(ids, poses, obs_ids, obs_poses, enabled)
+        n = per.shape[-1]
+        if self.learned:
+            best = per.max(-1).values
+            return WorldResult((best > 0).reshape(shape), torch.sigmoid(best).reshape(shape), None,
+                               per.reshape(*shape, n))
+        signed = per.min(-1).values
+        colliding = hit.any(-1)
+        return WorldResult(colliding.reshape(shape), colliding.to(signed.dtype).reshape(shape),
+                           signed.reshape(shape), per.reshape(*shape, n))
+
+    def cost(self, mesh, poses: torch.Tensor, env_idx=None, eta: float | None = None) -> torch.Tensor:
+        """(...) collision cost of mesh at poses (..., 7) summed over the enabled obstacles of its
+        environment: `collision_cost(signed distance, eta)` (exact) or `learned_collision_cost(logit,
+        eta)` (learned). Differentiable with respect to `poses`."""
+        eta = self.eta if eta is None else float(eta)
+        if not eta > 0:
+            raise ValueError(f"eta: expected an activation distance > 0, got {eta}")
+        shape, ids, poses, obs_ids, obs_poses, enabled = self._world_pairs(mesh, poses, env_idx)
+        if self.learned:
+            logit, _ = self._per_obstacle(ids, poses, obs_ids, obs_poses, enabled)
+            # softplus(-inf) = 0 for disabled slots, with zero gradient.
+            return learned_collision_cost(logit, eta).sum(-1).reshape(shape)
+        # Beyond eta the cost is 0: the distance search stops there (upper bound).
+        signed, _ = self._per_obstacle(ids, poses, obs_ids, obs_poses, enabled, upper_bound=eta)
+        return collision_cost(signed, eta).sum(-1).reshape(shape)
+
+    def forward(self, mesh, poses: torch.Tensor, env_idx=None) -> torch.Tensor:
+        return self.cost(mesh, poses, env_idx)
+
+    def extra_repr(self) -> str:
+        return f"backend={self.backend!r}, eta={self.eta}, chunk={self.chunk}, validate={self.validate}"

@@ -1,0 +1,269 @@
+import pytest
+import torch
+
+from contactnet.ops import mesh_collide
+from contactnet.planning import CollisionChecker
+from tests.planning.scenes import random_pairs, tiny_net
+
+IDENTITY = [0.0, 0, 0, 1, 0, 0, 0]
+
+
+def _pose(x=0.0, y=0.0, z=0.0, dtype=torch.float32):
+    return torch.tensor([x, y, z, 1, 0, 0, 0], dtype=dtype)
+
+
+def test_learned_and_exact_agree_on_clear_cases(world, trained):
+    exact = CollisionChecker(world, "exact")
+    learned = CollisionChecker(world, "locc", trained)
+    ids_a, ids_b, pa, pb = random_pairs(world, 600, seed=7)  # not the training seed
+    e = exact.pairwise(ids_a, ids_b, pa, pb)
+    p = learned.pairwise(ids_a, ids_b, pa, pb)
+    far, deep = e.signed_distance > 0.05, e.signed_distance < -0.02
+    assert far.sum() > 50 and deep.sum() > 50
+    assert (~p.colliding[far]).float().mean() >= 0.97
+    assert p.colliding[deep].float().mean() >= 0.93
+    assert bool((e.colliding == (e.signed_distance < 0)).all())
+
+
+def test_exact_signed_distance_values(world):
+    exact = CollisionChecker(world, "exact", penetration_tol=1e-4)
+    ids_a, ids_b, pa, pb = random_pairs(world, 300, seed=3)
+    r = exact.pairwise(ids_a, ids_b, pa, pb)
+    lib = world.library
+    assert torch.equal(r.colliding, mesh_collide(lib, ids_a, ids_b, pa, pb))
+    # The values-only path (no witness points for colliding pairs) gives the same values.
+    with_grad = exact.pairwise(ids_a, ids_b, pa.clone().requires_grad_(), pb).signed_distance
+    torch.testing.assert_close(with_grad.detach(), r.signed_distance)
+    # Penetration estimate: moving B back along the centre line by -sd separates, by -sd - 2 tol not.
+    hit = r.colliding
+    u = pa[hit, :3] - pb[hit, :3]
+    u = u / u.norm(dim=1, keepdim=True)
+    t = -r.signed_distance[hit]
+    out = pb[hit].clone()
+    out[:, :3] -= (t + 1e-5)[:, None] * u
+    assert not bool(mesh_collide(lib, ids_a[hit], ids_b[hit], pa[hit], out).any())
+    back = pb[hit].clone()
+    back[:, :3] -= (t - 3e-4).clamp_min(0)[:, None] * u
+    assert bool(mesh_collide(lib, ids_a[hit], ids_b[hit], pa[hit], back).all())
+
+
+def test_exact_gradient_matches_finite_differences(world64):
+    exact = CollisionChecker(world64, "exact")
+    ids_a, ids_b, pa, pb = random_pairs(world64, 64, seed=11)
+    sd0 = exact.pairwise(ids_a, ids_b, pa, pb).signed_distance
+    keep = sd0 > 0.005  # separated, away from contact
+    ids_a, ids_b, pa, pb = ids_a[keep][:12], ids_b[keep][:12], pa[keep][:12], pb[keep][:12]
+    x = torch.cat([pa, pb], 1).requires_grad_()
+    sd = exact.pairwise(ids_a, ids_b, x[:, :7], x[:, 7:]).signed_distance
+    (grad,) = torch.autograd.grad(sd.sum(), x)
+    h = 1e-6
+    fd = torch.empty_like(x)
+    with torch.no_grad():
+        for k in range(14):
+            e = torch.zeros_like(x)
+            e[:, k] = h
+            plus = exact.pairwise(ids_a, ids_b, (x + e)[:, :7], (x + e)[:, 7:]).signed_distance
+            minus = exact.pairwise(ids_a, ids_b, (x - e)[:, :7], (x - e)[:, 7:]).signed_distance
+            fd[:, k] = (plus - minus) / (2 * h)
+    torch.testing.assert_close(grad, fd, atol=2e-6, rtol=1e-4)
+    # Translations: d/dt_A = n, d/dt_B = -n, unit vectors.
+    torch.testing.assert_close(grad[:, :3].norm(dim=1), torch.ones(len(grad), dtype=torch.float64))
+    torch.testing.assert_close(grad[:, :3], -grad[:, 7:10])
+
+
+def test_exact_gradient_inside_collision_pushes_apart(world):
+    exact = CollisionChecker(world, "exact")
+    pa = _pose(0.01).repeat(4, 1).requires_grad_()
+    pb = _pose().repeat(4, 1)
+    sd = exact.pairwise(["l_bracket", "star_prism", "t_bracket", "gear_prism"], "star_prism", pa, pb).signed_distance
+    assert bool((sd < 0).all())
+    (g,) = torch.autograd.grad(sd.sum(), pa)
+    step = pa.detach().clone()
+    step[:, :3] += 0.01 * g[:, :3] / g[:, :3].norm(dim=1, keepdim=True)
+    after = exact.pairwise(["l_bracket", "star_prism", "t_bracket", "gear_prism"], "star_prism", step, pb)
+    assert bool((after.signed_distance > sd.detach()).all())
+
+
+def test_learned_gradient_flows_to_poses(world, trained):
+    learned = CollisionChecker(world, "locc", trained)
+    poses = torch.tensor([[0.05, 0.0, 0.0, 1, 0, 0, 0]] * 3, requires_grad=True)
+    r = learned.pairwise("t_bracket", "l_bracket", poses, torch.tensor([IDENTITY] * 3))
+    (g,) = torch.autograd.grad(r.logit.sum(), poses)
+    assert torch.isfinite(g).all() and g[:, :3].abs().sum() > 0
+    assert not any(p.requires_grad for p in trained.parameters())
+
+
+@pytest.mark.parametrize("backend", ["exact", "locc"])
+def test_multi_environment_routing(world, trained, backend):
+    from tests.planning.scenes import make_world
+
+    w = make_world(num_envs=3, max_obstacles=3)
+    w.add_obstacle("e0", "star_prism", _pose(0.0), env=0)
+    w.add_obstacle("e1", "star_prism", _pose(2.0), env=1)
+    w.add_obstacle("e2a", "t_bracket", _pose(-2.0), env=2)
+    w.add_obstacle("e2b", "gear_prism", _pose(0.0), env=2, enabled=False)
+    checker = CollisionChecker(w, backend, trained if backend == "locc" else None)
+    poses = torch.stack([_pose(0.0), _pose(0.0), _pose(0.0), _pose(2.0), _pose(-2.0)])
+    env = torch.tensor([0, 1, 2, 1, 2])
+    r = checker.world_query("l_bracket", poses, env)
+    assert r.colliding.tolist() == [True, False, False, True, True]
+    assert r.per_obstacle.shape == (5, 3)
+    # Per obstacle values equal the pairwise query against that env's obstacle; disabled slots masked.
+    pair = checker.pairwise("l_bracket", "star_prism", poses[[0, 1, 3]],
+                            torch.stack([_pose(0.0), _pose(2.0), _pose(2.0)]))
+    value = pair.signed_distance if backend == "exact" else pair.logit
+    torch.testing.assert_close(r.per_obstacle[[0, 1, 3], 0], value)
+    masked = float("inf") if backend == "exact" else float("-inf")
+    assert bool((r.per_obstacle[4, 1:] == masked).all()) and bool((r.per_obstacle[0, 1:] == masked).all())
+
+
+@pytest.mark.parametrize("backend", ["exact", "locc"])
+def test_pose_update_by_name_without_reallocation(trained, backend):
+    from tests.planning.scenes import make_world
+
+    w = make_world(num_envs=1, max_obstacles=2)
+    w.add_obstacle("box", "gear_prism", _pose(0.0))
+    checker = CollisionChecker(w, backend, trained if backend == "locc" else None)
+    q = _pose(0.0)[None]
+    assert checker.world_query("star_prism", q).colliding.item()
+    ptrs = [t.data_ptr() for t in w.buffers()]
+    table = checker.embeddings() if backend == "locc" else None
+    w.set_pose("box", _pose(1.0))
+    assert not checker.world_query("star_prism", q).colliding.item()
+    w.set_pose("box", _pose(0.0))
+    w.disable("box")
+    assert not checker.world_query("star_prism", q).colliding.item()
+    assert checker.cost("star_prism", q).item() == 0.0
+    w.enable("box")
+    assert checker.world_query("star_prism", q).colliding.item()
+    assert [t.data_ptr() for t in w.buffers()] == ptrs
+    if table is not None:
+        assert checker.embeddings() is table  # embeddings cached across pose updates
+
+
+def test_cost_descends_out_of_collision(world):
+    from tests.planning.scenes import make_world
+
+    w = make_world(num_envs=1, max_obstacles=2)
+    w.add_obstacle("o", "t_bracket", _pose(0.0))
+    checker = CollisionChecker(w, "exact", eta=0.02)
+    pose = _pose(0.03, 0.01)[None].requires_grad_()
+    opt = torch.optim.Adam([pose], lr=0.01)
+    start = checker.cost("l_bracket", pose).item()
+    for _ in range(25):
+        cost = checker.cost("l_bracket", pose).sum()
+        opt.zero_grad()
+        cost.backward()
+        opt.step()
+    assert start > 0.02 and checker.cost("l_bracket", pose).item() < 0.2 * start
+
+
+def test_bad_input_raises_clear_errors(world, trained):
+    for checker in (CollisionChecker(world, "exact"), CollisionChecker(world, "locc", trained)):
+        good = _pose()[None]
+        with pytest.raises(ValueError, match="a: unknown mesh 'teapot'"):
+            checker.pairwise("teapot", "l_bracket", good, good)
+        with pytest.raises(ValueError, match="poses_a: expected shape"):
+            checker.pairwise("l_bracket", "l_bracket", torch.zeros(1, 6), good)
+        with pytest.raises(ValueError, match="poses_b: shape"):
+            checker.pairwise("l_bracket", "l_bracket", good, good.repeat(2, 1))
+        with pytest.raises(ValueError, match="poses_a: contains NaN"):
+            checker.pairwise("l_bracket", "l_bracket", torch.full((1, 7), float("nan")), good)
+        with pytest.raises(ValueError, match="poses: contains NaN"):
+            checker.world_query("l_bracket", torch.full((2, 7), float("nan")))
+        with pytest.raises(ValueError, match="a, b: id shapes"):
+            checker.pairwise(torch.tensor([0, 1, 2]), "l_bracket", good.repeat(2, 1), good.repeat(2, 1))
+        with pytest.raises(ValueError, match="env_idx: environment indices"):
+            checker.world_query("l_bracket", good, torch.tensor([4]))
+        with pytest.raises(ValueError, match="mesh: unknown mesh"):
+            checker.cost("nope", good)
+    with pytest.raises(ValueError, match="backend"):
+        CollisionChecker(world, "fcl")
+    with pytest.raises(ValueError, match="model: backend 'global_ocn' needs a GlobalOCN"):
+        CollisionChecker(world, "global_ocn", trained)
+
+
+def test_from_checkpoint(world, trained, tmp_path):
+    net = tiny_net("global_ocn", seed=3)
+    for model, backend in ((trained, "locc"), (net, "global_ocn")):
+        enc = model.encoder
+        config = {"_target_": f"contactnet.models.{type(model).__name__}", "head_hidden": 64,
+                  "encoder": {"_target_": "contactnet.models.ShapeEncoder", "grid": enc.grid, "hidden": enc.hidden,
+                              "features": enc.features, "channels": 16}}
+        path = tmp_path / f"{backend}.ckpt"
+        torch.save({"contactnet_net_config": config,
+                    "state_dict": {f"net.{k}": v for k, v in model.state_dict().items()}}, path)
+        loaded = CollisionChecker.from_checkpoint(path, world, eta=0.05)
+        assert loaded.backend == backend and loaded.eta == 0.05
+        ids_a, ids_b, pa, pb = random_pairs(world, 32, seed=5)
+        direct = CollisionChecker(world, backend, model).pairwise(ids_a, ids_b, pa, pb).logit
+        torch.testing.assert_close(loaded.pairwise(ids_a, ids_b, pa, pb).logit, direct)
+
+
+def test_learned_hot_path_traces_without_graph_breaks(world, trained):
+    w = world
+    checker = CollisionChecker(w, "locc", trained, validate=False)
+    checker.embeddings()
+    ids = torch.tensor([0, 1, 2])
+    poses = torch.stack([_pose(0.0), _pose(0.1), _pose(0.3)])
+    env = torch.zeros(3, dtype=torch.long)
+    eager = checker.cost(ids, poses, env)
+    compiled = torch.compile(lambda p: checker.cost(ids, p, env), backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(poses), eager)
+
+
+def test_devices_agree(device, trained):
+    from tests.planning.scenes import make_world
+
+    results = {}
+    for dev in ("cpu", device):
+        w = make_world(num_envs=2, max_obstacles=2, device=dev)
+        w.add_obstacle("o", "star_prism", _pose(0.02), env=1)
+        ids_a, ids_b, pa, pb = random_pairs(w, 64, seed=2)
+        out = []
+        for backend in ("exact", "locc"):
+            checker = CollisionChecker(w, backend, trained if backend == "locc" else None)
+            r = checker.pairwise(ids_a.to(dev), ids_b.to(dev), pa.to(dev), pb.to(dev))
+            out.append((r.signed_distance if backend == "exact" else r.logit).cpu())
+            poses = torch.stack([_pose(0.0), _pose(0.05)]).to(dev).requires_grad_()
+            cost = checker.cost("l_bracket", poses, torch.tensor([1, 1], device=dev))
+            out += [cost.detach().cpu(), torch.autograd.grad(cost.sum(), poses)[0].cpu()]
+        results[dev] = out
+    for a, b in zip(results["cpu"], results[device]):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
+
+
+def test_float64_world_with_learned_backend(world64, trained):
+    learned = CollisionChecker(world64, "locc", trained)
+    poses = torch.stack([_pose(0.0, dtype=torch.float64), _pose(0.3, dtype=torch.float64)]).requires_grad_()
+    r = learned.pairwise("l_bracket", "gear_prism", poses, torch.stack([_pose(dtype=torch.float64)] * 2))
+    (g,) = torch.autograd.grad(r.logit.sum(), poses)
+    assert g.dtype == torch.float64 and torch.isfinite(g).all()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_learned_cost_in_a_cuda_graph_follows_pose_updates(trained):
+    from tests.planning.scenes import make_world
+
+    w = make_world(num_envs=2, max_obstacles=3, device="cuda")
+    w.add_obstacle("o", "star_prism", _pose(0.0), env=1)
+    checker = CollisionChecker(w, "locc", trained, validate=False)
+    checker.embeddings()
+    ids = torch.zeros(16, dtype=torch.long, device="cuda")
+    env = torch.ones(16, dtype=torch.long, device="cuda")
+    poses = torch.stack([_pose(x) for x in torch.linspace(-0.2, 0.2, 16).tolist()]).cuda()
+    with torch.no_grad():
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                checker.cost(ids, poses, env)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static = checker.cost(ids, poses, env)
+        for x in (0.0, 0.1, 5.0):
+            w.set_pose("o", _pose(x))  # in place: the captured graph reads the new pose
+            graph.replay()
+            torch.testing.assert_close(static, checker.cost(ids, poses, env))
