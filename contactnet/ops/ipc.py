@@ -385,11 +385,19 @@ def barrier_potential_gradient(vertices, faces, edges, candidates: Candidates, d
 def assemble_hessian(local: torch.Tensor, stencils: torch.Tensor, num_vertices: int) -> torch.Tensor:
     """Sum (N, 12, 12) stencil blocks into a coalesced sparse COO (3V, 3V) matrix, DOF 3·v + c."""
     n = local.shape[0]
-    dof = (3 * stencils[:, :, None] + torch.arange(3, device=stencils.device)).reshape(n, 12)
-    rows = dof[:, :, None].expand(n, 12, 12).reshape(-1)
-    cols = dof[:, None, :].expand(n, 12, 12).reshape(-1)
     size = 3 * num_vertices
-    return torch.sparse_coo_tensor(torch.stack([rows, cols]), local.reshape(-1), (size, size), check_invariants=False).coalesce()
+    # Merge the 16 vertex–vertex 3×3 blocks of every stencil first (16 keys per candidate rather
+    # than 144 entries), so the sort that coalescing needs runs on the merged blocks only.
+    blocks = local.reshape(n, 4, 3, 4, 3).permute(0, 1, 3, 2, 4).reshape(n * 16, 3, 3)
+    vi = stencils[:, :, None].expand(n, 4, 4).reshape(-1)
+    vj = stencils[:, None, :].expand(n, 4, 4).reshape(-1)
+    keys, inverse = torch.unique(vi * num_vertices + vj, return_inverse=True)
+    merged = local.new_zeros(keys.shape[0], 3, 3).index_add_(0, inverse, blocks)
+    c = torch.arange(3, device=stencils.device)
+    rows = (3 * (keys // num_vertices))[:, None, None] + c[None, :, None]
+    cols = (3 * (keys % num_vertices))[:, None, None] + c[None, None, :]
+    index = torch.stack([rows.expand_as(merged).reshape(-1), cols.expand_as(merged).reshape(-1)])
+    return torch.sparse_coo_tensor(index, merged.reshape(-1), (size, size), check_invariants=False).coalesce()
 
 
 def barrier_potential_hessian(vertices, faces, edges, candidates: Candidates, dhat: float, kappa: float = 1.0,
