@@ -1,7 +1,8 @@
 // Projection of a small symmetric matrix onto the positive semi-definite cone (shared by both
-// devices): H⁺ = V max(Λ, 0) Vᵀ from a cyclic Jacobi eigen-decomposition, the projection IPC
-// Toolkit calls PSDProjectionMethod::CLAMP. Jacobi is used because it is branch-light, needs no
-// workspace beyond the matrix and is accurate to machine precision for the ≤ 12×12 blocks here.
+// devices): H⁺ = V max(Λ, 0) Vᵀ, the projection IPC Toolkit calls PSDProjectionMethod::CLAMP.
+// The eigen-decomposition is Householder tridiagonalisation + implicit QL (about 4n³ flops, ~30×
+// fewer than cyclic Jacobi on 12×12 blocks); a block whose QL does not converge, which should not
+// happen, falls back to Jacobi, which always does.
 #pragma once
 
 #include <cmath>
@@ -17,7 +18,7 @@ constexpr int kPsdMaxSweeps = 30;
 // A: n×n symmetric, row-major with row stride `ld` (n ≤ ld ≤ 12), overwritten in place with its
 // projection.
 template <typename T>
-CN_HD void project_to_psd(T* A, int n, int ld) {
+CN_HD void project_to_psd_jacobi(T* A, int n, int ld) {
   T V[144];
   T w[12];
   T total = T(0);
@@ -71,6 +72,160 @@ CN_HD void project_to_psd(T* A, int n, int ld) {
     for (int j = i; j < n; ++j) {
       T sum = T(0);
       for (int k = 0; k < n; ++k) sum += V[i * 12 + k] * w[k] * V[j * 12 + k];
+      A[i * ld + j] = A[j * ld + i] = sum;
+    }
+}
+
+// sqrt(a² + b²) without overflow or underflow of the squares (float32 Hessians can be huge).
+template <typename T>
+CN_HD T safe_hypot(T a, T b) {
+  const T x = std::fabs(a), y = std::fabs(b);
+  const T m = x > y ? x : y;
+  if (m == T(0)) return T(0);
+  const T u = x / m, v = y / m;
+  return m * std::sqrt(u * u + v * v);
+}
+
+// Symmetric eigen-decomposition of the n×n matrix Z (row-major, stride 12; n ≤ 12): on return
+// d holds the eigenvalues and column i of Z the i-th unit eigenvector. Householder reduction to
+// tridiagonal form, then the QL algorithm with implicit Wilkinson shifts (the classic tred2 /
+// tqli pair). Returns false if an eigenvalue needed more than 30 QL iterations.
+template <typename T>
+CN_HD bool symmetric_eigen(T* Z, int n, T* d) {
+  T e[12];
+  // Householder: rows n-1 .. 1 are reduced in turn; Z keeps the reflectors.
+  for (int i = n - 1; i > 0; --i) {
+    const int l = i - 1;
+    T h = T(0);
+    if (l > 0) {
+      T scale = T(0);
+      for (int k = 0; k <= l; ++k) scale += std::fabs(Z[i * 12 + k]);
+      if (scale == T(0)) {
+        e[i] = Z[i * 12 + l];
+      } else {
+        for (int k = 0; k <= l; ++k) {
+          Z[i * 12 + k] /= scale;
+          h += Z[i * 12 + k] * Z[i * 12 + k];
+        }
+        T f = Z[i * 12 + l];
+        T g = f >= T(0) ? -std::sqrt(h) : std::sqrt(h);
+        e[i] = scale * g;
+        h -= f * g;
+        Z[i * 12 + l] = f - g;
+        f = T(0);
+        for (int j = 0; j <= l; ++j) {
+          Z[j * 12 + i] = Z[i * 12 + j] / h;
+          g = T(0);
+          for (int k = 0; k <= j; ++k) g += Z[j * 12 + k] * Z[i * 12 + k];
+          for (int k = j + 1; k <= l; ++k) g += Z[k * 12 + j] * Z[i * 12 + k];
+          e[j] = g / h;
+          f += e[j] * Z[i * 12 + j];
+        }
+        const T hh = f / (h + h);
+        for (int j = 0; j <= l; ++j) {
+          f = Z[i * 12 + j];
+          e[j] = g = e[j] - hh * f;
+          for (int k = 0; k <= j; ++k) Z[j * 12 + k] -= f * e[k] + g * Z[i * 12 + k];
+        }
+      }
+    } else {
+      e[i] = Z[i * 12 + l];
+    }
+    d[i] = h;
+  }
+  d[0] = T(0);
+  e[0] = T(0);
+  // Accumulate the reflectors into the orthogonal matrix.
+  for (int i = 0; i < n; ++i) {
+    const int l = i - 1;
+    if (d[i] != T(0)) {
+      for (int j = 0; j <= l; ++j) {
+        T g = T(0);
+        for (int k = 0; k <= l; ++k) g += Z[i * 12 + k] * Z[k * 12 + j];
+        for (int k = 0; k <= l; ++k) Z[k * 12 + j] -= g * Z[k * 12 + i];
+      }
+    }
+    d[i] = Z[i * 12 + i];
+    Z[i * 12 + i] = T(1);
+    for (int j = 0; j <= l; ++j) Z[j * 12 + i] = Z[i * 12 + j] = T(0);
+  }
+  // QL with implicit shifts on the tridiagonal (d, e).
+  for (int i = 1; i < n; ++i) e[i - 1] = e[i];
+  e[n - 1] = T(0);
+  const T eps = std::numeric_limits<T>::epsilon();
+  for (int l = 0; l < n; ++l) {
+    int iter = 0;
+    int m;
+    do {
+      for (m = l; m < n - 1; ++m) {
+        const T dd = std::fabs(d[m]) + std::fabs(d[m + 1]);
+        if (std::fabs(e[m]) <= eps * dd) break;
+      }
+      if (m != l) {
+        if (iter++ == 30) return false;
+        T g = (d[l + 1] - d[l]) / (T(2) * e[l]);
+        T r = safe_hypot(g, T(1));
+        g = d[m] - d[l] + e[l] / (g + (g >= T(0) ? r : -r));
+        T s = T(1), c = T(1), p = T(0);
+        bool underflow = false;
+        for (int i = m - 1; i >= l; --i) {
+          const T f = s * e[i];
+          const T b = c * e[i];
+          r = safe_hypot(f, g);
+          e[i + 1] = r;
+          if (r == T(0)) {  // recover from underflow: deflate and restart this eigenvalue
+            d[i + 1] -= p;
+            e[m] = T(0);
+            underflow = true;
+            break;
+          }
+          s = f / r;
+          c = g / r;
+          g = d[i + 1] - p;
+          r = (d[i] - g) * s + T(2) * c * b;
+          p = s * r;
+          d[i + 1] = g + p;
+          g = c * r - b;
+          for (int k = 0; k < n; ++k) {
+            const T zk = Z[k * 12 + i + 1];
+            Z[k * 12 + i + 1] = s * Z[k * 12 + i] + c * zk;
+            Z[k * 12 + i] = c * Z[k * 12 + i] - s * zk;
+          }
+        }
+        if (underflow) continue;
+        d[l] -= p;
+        e[l] = g;
+        e[m] = T(0);
+      }
+    } while (m != l);
+  }
+  return true;
+}
+
+// A: n×n symmetric, row-major with row stride `ld` (n ≤ ld ≤ 12), overwritten in place with its
+// projection. A block that is already positive semi-definite is left untouched.
+template <typename T>
+CN_HD void project_to_psd(T* A, int n, int ld) {
+  T Z[144];
+  T d[12];
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) Z[i * 12 + j] = A[i * ld + j];
+  if (!symmetric_eigen(Z, n, d)) {
+    project_to_psd_jacobi(A, n, ld);
+    return;
+  }
+  bool psd = true;
+  for (int i = 0; i < n; ++i) {
+    if (d[i] < T(0)) {
+      d[i] = T(0);
+      psd = false;
+    }
+  }
+  if (psd) return;
+  for (int i = 0; i < n; ++i)  // A = Z max(Λ, 0) Zᵀ
+    for (int j = i; j < n; ++j) {
+      T sum = T(0);
+      for (int k = 0; k < n; ++k) sum += Z[i * 12 + k] * d[k] * Z[j * 12 + k];
       A[i * ld + j] = A[j * ld + i] = sum;
     }
 }
