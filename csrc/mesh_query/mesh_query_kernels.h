@@ -40,15 +40,6 @@ CN_HD QueryFrame<T> query_frame(const QueryInputs<T>& in, int64_t q) {
   return qf;
 }
 
-// B's leaf triangles moved into A's frame.
-template <typename T>
-CN_HD void load_leaf_b(const QueryFrame<T>& qf, int first, int count, Vec3<T> out[][3]) {
-  for (int j = 0; j < count; ++j) {
-    load_tri(qf.b.tris, first + j, out[j]);
-    for (int k = 0; k < 3; ++k) out[j][k] = apply(qf.f.b_in_a, out[j][k]);
-  }
-}
-
 // Gap between the axis-aligned boxes of two triangles in one frame: a lower bound on their
 // distance (each axis projection is 1-Lipschitz) that costs a few comparisons, so leaf pairs whose
 // boxes overlap skip most exact triangle tests.
@@ -73,6 +64,16 @@ CN_HD T tri_box_gap(const TriBox<T>& a, const TriBox<T>& b) {
   return g;
 }
 
+// B's leaf triangles moved into A's frame, and their boxes there.
+template <typename T>
+CN_HD void load_leaf_b(const QueryFrame<T>& qf, int first, int count, Vec3<T> out[][3], TriBox<T> boxes[]) {
+  for (int j = 0; j < count; ++j) {
+    load_tri(qf.b.tris, first + j, out[j]);
+    for (int k = 0; k < 3; ++k) out[j][k] = apply(qf.f.b_in_a, out[j][k]);
+    boxes[j] = tri_box(out[j]);
+  }
+}
+
 // ---- minimum distance (branch and bound) ------------------------------------------------------
 template <typename T>
 struct DistanceVisitor {
@@ -85,8 +86,7 @@ struct DistanceVisitor {
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     Vec3<T> B[kBvhLeafSize][3];
     TriBox<T> boxes_b[kBvhLeafSize];
-    load_leaf_b(qf, fb, nb, B);
-    for (int j = 0; j < nb; ++j) boxes_b[j] = tri_box(B[j]);
+    load_leaf_b(qf, fb, nb, B, boxes_b);
     for (int i = 0; i < na; ++i) {
       Vec3<T> A[3];
       load_tri(qf.a.tris, fa + i, A);
@@ -145,8 +145,7 @@ struct IntersectVisitor {
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     Vec3<T> B[kBvhLeafSize][3];
     TriBox<T> boxes_b[kBvhLeafSize];
-    load_leaf_b(qf, fb, nb, B);
-    for (int j = 0; j < nb; ++j) boxes_b[j] = tri_box(B[j]);
+    load_leaf_b(qf, fb, nb, B, boxes_b);
     for (int i = 0; i < na; ++i) {
       Vec3<T> A[3];
       load_tri(qf.a.tris, fa + i, A);
@@ -214,8 +213,7 @@ struct BlemVisitor {
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     Vec3<T> B[kBvhLeafSize][3];
     TriBox<T> boxes_b[kBvhLeafSize];
-    load_leaf_b(qf, fb, nb, B);
-    for (int j = 0; j < nb; ++j) boxes_b[j] = tri_box(B[j]);
+    load_leaf_b(qf, fb, nb, B, boxes_b);
     const T r = ra + rb;
     for (int i = 0; i < na; ++i) {
       Vec3<T> A[3];
