@@ -45,20 +45,14 @@ class LOCC(CollisionNet):
         # + kept fractions (2)
         self.head = _mlp(2 * f + 12 + 6 + 2, head_hidden)
 
-    def _crop_weights(self, aabb: torch.Tensor, aabb_other: torch.Tensor, pose: torch.Tensor,
-                      pose_other: torch.Tensor):
-        """From boxes and poses alone: per-cell weights (..., C) of the kept cells (a mask divided
-        by its count), their mean position in units of the other box (..., 3) ([-1, 1] inside it),
-        and the kept fraction (..., 1)."""
-        return local_crop(aabb, self.encoder.grid, pose, pose_other, aabb_other)
-
     def _head(self, crop_a, crop_b, pose_a, pose_b, extra_a, extra_b):
         rel = relative_pose_features(pose_a, pose_b)
         return self.head(torch.cat([crop_a, crop_b, rel, extra_a[0], extra_b[0], extra_a[1], extra_b[1]], -1)).squeeze(-1)
 
     def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):
-        w_a, where_a, frac_a = self._crop_weights(emb_a.aabb, emb_b.aabb, pose_a, pose_b)
-        w_b, where_b, frac_b = self._crop_weights(emb_b.aabb, emb_a.aabb, pose_b, pose_a)
+        m = self.encoder.grid
+        w_a, where_a, frac_a = local_crop(emb_a.aabb, m, pose_a, pose_b, emb_b.aabb)
+        w_b, where_b, frac_b = local_crop(emb_b.aabb, m, pose_b, pose_a, emb_a.aabb)
         crop_a = torch.einsum("...fc,...c->...f", emb_a.features.flatten(-3), w_a)
         crop_b = torch.einsum("...fc,...c->...f", emb_b.features.flatten(-3), w_b)
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b))
@@ -67,11 +61,12 @@ class LOCC(CollisionNet):
                         pose_a: torch.Tensor, pose_b: torch.Tensor) -> torch.Tensor:
         # Masked mean pooling as an embedding bag over the table's cells: (N·C, F) rows, each
         # query summing its kept cells with their weights — no per-query copy of an embedding.
-        cells = self.encoder.grid ** 3
+        m = self.encoder.grid
+        cells = m**3
         rows = table.features.flatten(-3).transpose(1, 2).reshape(-1, self.encoder.features)
         offsets = torch.arange(cells, device=ids_a.device)
-        w_a, where_a, frac_a = self._crop_weights(table.aabb[ids_a], table.aabb[ids_b], pose_a, pose_b)
-        w_b, where_b, frac_b = self._crop_weights(table.aabb[ids_b], table.aabb[ids_a], pose_b, pose_a)
+        w_a, where_a, frac_a = local_crop(table.aabb[ids_a], m, pose_a, pose_b, table.aabb[ids_b])
+        w_b, where_b, frac_b = local_crop(table.aabb[ids_b], m, pose_b, pose_a, table.aabb[ids_a])
         crop_a = F.embedding_bag(ids_a[:, None] * cells + offsets, rows, per_sample_weights=w_a.to(rows.dtype), mode="sum")
         crop_b = F.embedding_bag(ids_b[:, None] * cells + offsets, rows, per_sample_weights=w_b.to(rows.dtype), mode="sum")
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b))
