@@ -51,7 +51,7 @@ train: build
 	$(PY) train.py +experiment=quickstart
 
 bench: build
-	@for b in triangle_distance mesh_contacts ipc_barrier data_generation inference planning; do \
+	@for b in triangle_distance mesh_contacts ipc_barrier data_generation inference planning stepper; do \
 		echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py; done
 
 clean:

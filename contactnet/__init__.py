@@ -4,7 +4,7 @@
 are imported by the modules that use them.
 """
 
-from contactnet import geometry, models, ops, planning
+from contactnet import geometry, models, ops, planning, sim
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.models import LOCC, GlobalOCN, load_model
 from contactnet.ops import (
@@ -16,6 +16,7 @@ from contactnet.ops import (
     triangle_distance,
 )
 from contactnet.planning import CollisionChecker, CollisionWorld
+from contactnet.sim import Scene, Stepper
 
 __version__ = "0.1.0"
 
@@ -26,6 +27,8 @@ __all__ = [
     "GlobalOCN",
     "Mesh",
     "MeshLibrary",
+    "Scene",
+    "Stepper",
     "blem_contacts",
     "geometry",
     "load_model",
@@ -36,5 +39,6 @@ __all__ = [
     "planning",
     "point_triangle_distance",
     "segment_segment_distance",
+    "sim",
     "triangle_distance",
 ]

@@ -357,7 +357,7 @@ def _scatter_vertices(local: torch.Tensor, stencils: torch.Tensor, num_vertices:
 
 
 def barrier_potential(vertices, faces, edges, candidates: Candidates, dhat: float, kappa: float = 1.0,
-                      rest_vertices=None) -> torch.Tensor:
+                      rest_vertices=None, per_candidate: bool = False) -> torch.Tensor:
     """B = κ Σ_k m_k b(d_k², d̂²): a 0-dim tensor, differentiable (twice) in `vertices`.
 
     vertices: (V, 3) float; candidates from collision_candidates (pairs beyond dhat add 0).
@@ -365,10 +365,12 @@ def barrier_potential(vertices, faces, edges, candidates: Candidates, dhat: floa
     ε_x = 1e-3 |ea|²|eb|², held constant (no derivative flows through them). Default: the current
     vertices, detached; when differentiating numerically (finite differences, gradcheck) pass fixed
     rest positions, or the thresholds move with the perturbation. Intersecting candidates give +inf.
+    With per_candidate=True, the (N,) terms instead of their sum.
     """
     candidates, dhat, kappa, rest = _potential_args(vertices, faces, edges, candidates, dhat, kappa, rest_vertices)
     fv, ee = candidates
-    return _ops.ipc_barrier_potential(vertices, rest, faces, edges, fv, ee, dhat, kappa).sum()
+    terms = _ops.ipc_barrier_potential(vertices, rest, faces, edges, fv, ee, dhat, kappa)
+    return terms if per_candidate else terms.sum()
 
 
 def barrier_potential_gradient(vertices, faces, edges, candidates: Candidates, dhat: float, kappa: float = 1.0,
@@ -435,7 +437,8 @@ def _friction_args(velocities, lagged_vertices, faces, edges, candidates, dhat, 
 
 
 def friction_potential(velocities, lagged_vertices, faces, edges, candidates: Candidates, dhat: float,
-                       kappa: float, mu: float, eps_v: float, rest_vertices=None) -> torch.Tensor:
+                       kappa: float, mu: float, eps_v: float, rest_vertices=None,
+                       per_candidate: bool = False) -> torch.Tensor:
     """Smooth (lagged) IPC friction D = Σ_k μ N_k f₀(‖u_k‖), u_k = T_kᵀ v: a 0-dim tensor,
     differentiable (twice) in `velocities`.
 
@@ -443,12 +446,14 @@ def friction_potential(velocities, lagged_vertices, faces, edges, candidates: Ca
     (V, 3) positions where the normal forces N_k = -κ b'(d̄², d̂²)·2d̄, tangent bases and closest
     points are evaluated (held constant); eps_v: the velocity (displacement) below which friction
     is static; mu: friction coefficient. Matches IPC Toolkit's FrictionPotential(eps_v) on
-    TangentialCollisions built with BarrierPotential(dhat, kappa) and mu.
+    TangentialCollisions built with BarrierPotential(dhat, kappa) and mu. With per_candidate=True,
+    the (N,) terms instead of their sum.
     """
     candidates, dhat, kappa, mu, eps_v, lagged, rest = _friction_args(
         velocities, lagged_vertices, faces, edges, candidates, dhat, kappa, mu, eps_v, rest_vertices)
     fv, ee = candidates
-    return _ops.ipc_friction_potential(velocities, lagged, rest, faces, edges, fv, ee, dhat, kappa, mu, eps_v).sum()
+    terms = _ops.ipc_friction_potential(velocities, lagged, rest, faces, edges, fv, ee, dhat, kappa, mu, eps_v)
+    return terms if per_candidate else terms.sum()
 
 
 def friction_potential_gradient(velocities, lagged_vertices, faces, edges, candidates: Candidates, dhat: float,
