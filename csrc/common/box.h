@@ -1,10 +1,15 @@
-// Lower bound on the Euclidean distance between two boxes: an axis-aligned box of mesh A and an
-// axis-aligned box of mesh B seen from A's frame through a rigid transform (so an oriented box).
-// The bound is the largest gap of the two boxes' projections on the six face normals and on the
-// line through their centres (a separating-axis test); projection on a unit axis is 1-Lipschitz,
-// so every gap is <= the distance. The centre line matters for boxes offset diagonally, where the
-// face-normal gaps underestimate the distance badly and far-apart queries would visit most node
-// pairs. 0 means "may overlap".
+// Oriented bounding boxes (OBBs) of BVH nodes and the two tests the mesh queries prune with:
+//  - obb_disjoint: the full 15-axis separating-axis test (Gottschalk, Lin & Manocha, "OBBTree",
+//    SIGGRAPH 1996): 3 face normals of each box and the 9 cross products of their edges. Exact
+//    for boxes (two convex polytopes are disjoint iff one of these axes separates them).
+//  - obb_distance_lower_bound: the largest gap of the boxes' projections on the 6 face normals and
+//    on the line through their centres. Projection on a unit axis is 1-Lipschitz, so every gap
+//    is <= the distance between the boxes. The centre line matters for boxes offset diagonally.
+// Both take box a in A's frame and box b already moved into A's frame (obb_to_frame).
+//
+// Rounding: stored axes are unit and orthogonal only to within the storage precision, boxes are
+// fitted in double and inflated (csrc/mesh_bvh), and a relative slack is subtracted from every
+// gap, so a pair whose true gap is 0 (or equals a distance threshold) is never pruned.
 #pragma once
 
 #include "rigid.h"
@@ -13,7 +18,7 @@ namespace contactnet {
 
 template <typename T>
 struct BoxSlack;
-// Relative slack subtracted from a gap so that rounding in the transform never prunes a pair
+// Relative slack subtracted from a gap so that rounding in the transforms never prunes a pair
 // whose true distance equals the threshold.
 template <>
 struct BoxSlack<float> {
@@ -23,19 +28,6 @@ template <>
 struct BoxSlack<double> {
   static constexpr double rel = 1e-12;
 };
-
-// A box as centre and half extents.
-template <typename T>
-struct Box {
-  Vec3<T> c, h;
-};
-
-// lo, hi: six consecutive scalars (lo xyz, hi xyz).
-template <typename T>
-CN_HD Box<T> load_box(const T* p) {
-  const Vec3<T> lo = load3(p), hi = load3(p + 3);
-  return {T(0.5) * (lo + hi), T(0.5) * (hi - lo)};
-}
 
 template <typename T>
 CN_HD T abs_(T v) {
@@ -50,55 +42,114 @@ CN_HD T min_(T a, T b) {
   return a < b ? a : b;
 }
 
-// Precomputed per query: the transform of B into A's frame and |R| (elementwise).
+// The box {c + s0 ax[0] + s1 ax[1] + s2 ax[2] : |sk| <= h[k]} (ax orthonormal).
 template <typename T>
-struct BoxFrame {
-  Rigid<T> b_in_a;
-  Mat3<T> absR;
+struct Obb {
+  Vec3<T> ax[3];
+  Vec3<T> c;
+  Vec3<T> h;
 };
 
+// Stored as 15 consecutive scalars: the three axes (rows), the centre, the half extents.
+constexpr int kObbScalars = 15;
+
 template <typename T>
-CN_HD BoxFrame<T> make_box_frame(const Rigid<T>& b_in_a) {
-  BoxFrame<T> f;
-  f.b_in_a = b_in_a;
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) f.absR.m[i][j] = abs_(b_in_a.R.m[i][j]);
-  return f;
+CN_HD Obb<T> load_obb(const T* p) {
+  return {{load3(p), load3(p + 3), load3(p + 6)}, load3(p + 9), load3(p + 12)};
 }
 
-// a: box in A's frame; b: box in B's frame.
 template <typename T>
-CN_HD T box_distance_lower_bound(const Box<T>& a, const Box<T>& b, const BoxFrame<T>& f) {
-  const Vec3<T> cb = apply(f.b_in_a, b.c);
-  const Vec3<T> d = cb - a.c;
-  // B's half extents projected on A's axes, and A's on B's axes.
-  const Vec3<T> hb_in_a = mul(f.absR, b.h);
-  const Vec3<T> ha_in_b = mul_t(f.absR, a.h);
-  const Vec3<T> d_in_b = mul_t(f.b_in_a.R, d);
-  T gap = abs_(d.x) - a.h.x - hb_in_a.x;
-  gap = max_(gap, abs_(d.y) - a.h.y - hb_in_a.y);
-  gap = max_(gap, abs_(d.z) - a.h.z - hb_in_a.z);
-  gap = max_(gap, abs_(d_in_b.x) - b.h.x - ha_in_b.x);
-  gap = max_(gap, abs_(d_in_b.y) - b.h.y - ha_in_b.y);
-  gap = max_(gap, abs_(d_in_b.z) - b.h.z - ha_in_b.z);
-  // Centre line n = d / |d|: supports h_a . |n| and h_b . |R^T n|.
-  const T dd = norm2(d);
-  if (dd > T(0)) {
-    const T len = sqrt(dd);
-    const T support = (a.h.x * abs_(d.x) + a.h.y * abs_(d.y) + a.h.z * abs_(d.z) +
-                       b.h.x * abs_(d_in_b.x) + b.h.y * abs_(d_in_b.y) + b.h.z * abs_(d_in_b.z)) / len;
-    gap = max_(gap, len - support);
-  }
-  const T scale = abs_(d.x) + abs_(d.y) + abs_(d.z) + a.h.x + a.h.y + a.h.z + b.h.x + b.h.y +
-                  b.h.z + abs_(f.b_in_a.t.x) + abs_(f.b_in_a.t.y) + abs_(f.b_in_a.t.z);
-  gap -= BoxSlack<T>::rel * scale;
-  return gap > T(0) ? gap : T(0);
+CN_HD Obb<T> obb_to_frame(const Obb<T>& b, const Rigid<T>& f) {
+  return {{mul(f.R, b.ax[0]), mul(f.R, b.ax[1]), mul(f.R, b.ax[2])}, apply(f, b.c), b.h};
 }
 
 // Size used to decide which node of a pair to split: the larger box is split first.
 template <typename T>
-CN_HD T box_size(const Box<T>& b) {
+CN_HD T box_size(const Obb<T>& b) {
   return b.h.x + b.h.y + b.h.z;
+}
+
+// Relative rotation and translation of b in a's box frame: C[i][j] = a_i . b_j,
+// ta[i] = a_i . (cb - ca), tb[j] = b_j . (cb - ca); plus the rounding slack of the pair.
+template <typename T>
+struct ObbPair {
+  T C[3][3], absC[3][3];
+  T ta[3], tb[3];
+  T d2;     // |cb - ca|^2
+  T slack;
+};
+
+template <typename T>
+CN_HD ObbPair<T> obb_pair(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) {
+  ObbPair<T> p;
+  const Vec3<T> d = b.c - a.c;
+  const T ha[3] = {a.h.x, a.h.y, a.h.z}, hb[3] = {b.h.x, b.h.y, b.h.z};
+  T scale = abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      p.C[i][j] = dot(a.ax[i], b.ax[j]);
+      p.absC[i][j] = abs_(p.C[i][j]);
+    }
+    p.ta[i] = dot(a.ax[i], d);
+    p.tb[i] = dot(b.ax[i], d);
+    scale += abs_(p.ta[i]) + ha[i] + hb[i];
+  }
+  p.d2 = norm2(d);
+  p.slack = BoxSlack<T>::rel * scale;
+  return p;
+}
+
+// True when a separating axis with a gap beyond the slack exists (then the boxes are disjoint).
+template <typename T>
+CN_HD bool obb_disjoint(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) {
+  const ObbPair<T> p = obb_pair(a, b, f);
+  const T ha[3] = {a.h.x, a.h.y, a.h.z}, hb[3] = {b.h.x, b.h.y, b.h.z};
+  const T (&C)[3][3] = p.C;
+  const T (&X)[3][3] = p.absC;
+  // a's face normals: |ta_i| > ha_i + sum_j hb_j |C_ij|
+  for (int i = 0; i < 3; ++i)
+    if (abs_(p.ta[i]) - ha[i] - (hb[0] * X[i][0] + hb[1] * X[i][1] + hb[2] * X[i][2]) > p.slack)
+      return true;
+  // b's face normals
+  for (int j = 0; j < 3; ++j)
+    if (abs_(p.tb[j]) - hb[j] - (ha[0] * X[0][j] + ha[1] * X[1][j] + ha[2] * X[2][j]) > p.slack)
+      return true;
+  // a_i x b_j (unnormalised, length <= 1, so a gap > slack is a true gap > slack / |L|).
+  // With (i, i1, i2) and (j, j1, j2) cyclic: (a_i x b_j) . t = ta_i2 C_i1j - ta_i1 C_i2j, and
+  // the supports are ha_i1 |C_i2j| + ha_i2 |C_i1j| and hb_j1 |C_ij2| + hb_j2 |C_ij1|.
+  for (int i = 0; i < 3; ++i) {
+    const int i1 = (i + 1) % 3, i2 = (i + 2) % 3;
+    for (int j = 0; j < 3; ++j) {
+      const int j1 = (j + 1) % 3, j2 = (j + 2) % 3;
+      const T t = abs_(p.ta[i2] * C[i1][j] - p.ta[i1] * C[i2][j]);
+      const T ra = ha[i1] * X[i2][j] + ha[i2] * X[i1][j];
+      const T rb = hb[j1] * X[i][j2] + hb[j2] * X[i][j1];
+      if (t - ra - rb > p.slack) return true;
+    }
+  }
+  return false;
+}
+
+// Lower bound on the distance between the boxes (0: they may overlap).
+template <typename T>
+CN_HD T obb_distance_lower_bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) {
+  const ObbPair<T> p = obb_pair(a, b, f);
+  const T ha[3] = {a.h.x, a.h.y, a.h.z}, hb[3] = {b.h.x, b.h.y, b.h.z};
+  const T (&X)[3][3] = p.absC;
+  T gap = T(0);
+  for (int i = 0; i < 3; ++i) {
+    gap = max_(gap, abs_(p.ta[i]) - ha[i] - (hb[0] * X[i][0] + hb[1] * X[i][1] + hb[2] * X[i][2]));
+    gap = max_(gap, abs_(p.tb[i]) - hb[i] - (ha[0] * X[0][i] + ha[1] * X[1][i] + ha[2] * X[2][i]));
+  }
+  // Centre line n = d / |d|: supports ha . |a_i . n| and hb . |b_j . n|.
+  if (p.d2 > T(0)) {
+    const T len = sqrt(p.d2);
+    const T support = (ha[0] * abs_(p.ta[0]) + ha[1] * abs_(p.ta[1]) + ha[2] * abs_(p.ta[2]) +
+                       hb[0] * abs_(p.tb[0]) + hb[1] * abs_(p.tb[1]) + hb[2] * abs_(p.tb[2])) / len;
+    gap = max_(gap, len - support);
+  }
+  gap -= p.slack;
+  return gap > T(0) ? gap : T(0);
 }
 
 }  // namespace contactnet

@@ -10,6 +10,7 @@
 #include "common/bvh.h"
 #include "common/distance.h"
 #include "common/rigid.h"
+#include "common/tri_intersect.h"
 
 namespace contactnet {
 
@@ -27,7 +28,7 @@ template <typename T>
 struct QueryFrame {
   MeshBvh<T> a, b;
   Rigid<T> pose_a;
-  BoxFrame<T> f;
+  Rigid<T> f;  // B's frame into A's
 };
 
 template <typename T>
@@ -36,7 +37,7 @@ CN_HD QueryFrame<T> query_frame(const QueryInputs<T>& in, int64_t q) {
   qf.a = mesh_bvh(in.bvh, in.ids_a[q]);
   qf.b = mesh_bvh(in.bvh, in.ids_b[q]);
   qf.pose_a = load_pose(in.poses_a + 7 * q);
-  qf.f = make_box_frame(relative(qf.pose_a, load_pose(in.poses_b + 7 * q)));
+  qf.f = relative(qf.pose_a, load_pose(in.poses_b + 7 * q));
   return qf;
 }
 
@@ -69,7 +70,7 @@ template <typename T>
 CN_HD void load_leaf_b(const QueryFrame<T>& qf, int first, int count, Vec3<T> out[][3], TriBox<T> boxes[]) {
   for (int j = 0; j < count; ++j) {
     load_tri(qf.b.tris, first + j, out[j]);
-    for (int k = 0; k < 3; ++k) out[j][k] = apply(qf.f.b_in_a, out[j][k]);
+    for (int k = 0; k < 3; ++k) out[j][k] = apply(qf.f, out[j][k]);
     boxes[j] = tri_box(out[j]);
   }
 }
@@ -83,6 +84,9 @@ struct DistanceVisitor {
   int64_t ta, tb;
 
   CN_HD T threshold() const { return best; }
+  CN_HD T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const {
+    return obb_distance_lower_bound(a, b, f);
+  }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     Vec3<T> B[kBvhLeafSize][3];
     TriBox<T> boxes_b[kBvhLeafSize];
@@ -142,6 +146,10 @@ template <typename T>
 struct IntersectVisitor {
   const QueryFrame<T>& qf;
   CN_HD T threshold() const { return T(0); }
+  // 1 (> threshold, pruned) when a separating axis exists.
+  CN_HD T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const {
+    return obb_disjoint(a, b, f) ? T(1) : T(0);
+  }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     Vec3<T> B[kBvhLeafSize][3];
     TriBox<T> boxes_b[kBvhLeafSize];
@@ -151,8 +159,7 @@ struct IntersectVisitor {
       load_tri(qf.a.tris, fa + i, A);
       const TriBox<T> box_a = tri_box(A);
       for (int j = 0; j < nb; ++j)
-        if (!(tri_box_gap(box_a, boxes_b[j]) > T(0)) && !(triangle_triangle_closest(A, B[j]).dist2 > T(0)))
-          return true;
+        if (!(tri_box_gap(box_a, boxes_b[j]) > T(0)) && triangles_intersect(A, B[j])) return true;
     }
     return false;
   }
@@ -175,12 +182,12 @@ struct MeshCollideFunctor {
     // Surfaces apart: the objects collide iff one contains the other, and then it contains every
     // point of the other, so one vertex each way decides.
     const Vec3<T> va = load3(qf.a.tris);  // A's frame
-    const Vec3<T> va_in_b = mul_t(qf.f.b_in_a.R, va - qf.f.b_in_a.t);
+    const Vec3<T> va_in_b = mul_t(qf.f.R, va - qf.f.t);
     if (winding_number(qf.b, va_in_b, beta) >= winding_threshold) {
       collide[q] = true;
       return;
     }
-    const Vec3<T> vb_in_a = apply(qf.f.b_in_a, load3(qf.b.tris));
+    const Vec3<T> vb_in_a = apply(qf.f, load3(qf.b.tris));
     collide[q] = winding_number(qf.a, vb_in_a, beta) >= winding_threshold;
   }
 };
@@ -210,6 +217,9 @@ struct BlemVisitor {
   ContactOut<T> out;
 
   CN_HD T threshold() const { return ra + rb; }
+  CN_HD T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const {
+    return obb_distance_lower_bound(a, b, f);
+  }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     Vec3<T> B[kBvhLeafSize][3];
     TriBox<T> boxes_b[kBvhLeafSize];
