@@ -36,8 +36,8 @@ CN_HD QueryFrame<T> query_frame(const QueryInputs<T>& in, int64_t q) {
   QueryFrame<T> qf;
   qf.a = mesh_bvh(in.bvh, in.ids_a[q]);
   qf.b = mesh_bvh(in.bvh, in.ids_b[q]);
-  qf.pose_a = load_pose(in.poses_a + 7 * q);
-  qf.f = relative(qf.pose_a, load_pose(in.poses_b + 7 * q));
+  qf.pose_a = load_pose_normalized(in.poses_a + 7 * q);
+  qf.f = relative(qf.pose_a, load_pose_normalized(in.poses_b + 7 * q));
   return qf;
 }
 
@@ -193,6 +193,15 @@ struct MeshCollideFunctor {
 };
 
 // ---- BLEM contacts: every triangle pair with d(tA, tB) <= rA + rB -----------------------------
+// One contact in the world frame.
+template <typename T>
+struct WorldContact {
+  Vec3<T> point, normal, xa, xb;
+  T depth, distance;
+  int64_t tri_a, tri_b;
+  bool intersecting;
+};
+
 // Raw contact outputs, packed: query q owns rows offsets[q] .. offsets[q+1).
 template <typename T>
 struct ContactOut {
@@ -205,16 +214,42 @@ struct ContactOut {
   int64_t* tri_a;    // (N,)
   int64_t* tri_b;    // (N,)
   bool* intersecting;  // (N,)
+
+  CN_HD void store(int64_t k, const WorldContact<T>& c) const {
+    store3(points + 3 * k, c.point);
+    store3(normals + 3 * k, c.normal);
+    store3(points_a + 3 * k, c.xa);
+    store3(points_b + 3 * k, c.xb);
+    depths[k] = c.depth;
+    distances[k] = c.distance;
+    tri_a[k] = c.tri_a;
+    tri_b[k] = c.tri_b;
+    intersecting[k] = c.intersecting;
+  }
 };
 
+// Where a query's contacts go. CountSink only counts (the first of the two passes a device
+// without dynamic allocation needs); PackedSink writes contact k of the query to row base + k
+// (the second pass). The CPU collects in one pass instead (mesh_query_cpu.cpp).
+struct CountSink {
+  static constexpr bool kStores = false;
+  template <typename T>
+  CN_HD void emit(int64_t, const WorldContact<T>&) {}
+};
 template <typename T>
+struct PackedSink {
+  static constexpr bool kStores = true;
+  ContactOut<T> out;
+  int64_t base;
+  CN_HD void emit(int64_t k, const WorldContact<T>& c) { out.store(base + k, c); }
+};
+
+template <typename T, typename Sink>
 struct BlemVisitor {
   const QueryFrame<T>& qf;
   T ra, rb;
+  Sink& sink;
   int64_t count;
-  bool fill;          // false: count only
-  int64_t base;       // first output row of this query
-  ContactOut<T> out;
 
   CN_HD T threshold() const { return ra + rb; }
   CN_HD T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const {
@@ -233,19 +268,20 @@ struct BlemVisitor {
         if (tri_box_gap(box_a, boxes_b[j]) > r) continue;
         const TriangleTriangleResult<T> res = triangle_triangle_closest(A, B[j]);
         if (!(sqrt(res.dist2) <= r)) continue;
-        if (fill) {
+        if constexpr (Sink::kStores) {
           const BlemContact<T> c = blem_contact(A, B[j], res, ra, rb);
-          const int64_t k = base + count;
-          const Mat3<T>& R = qf.pose_a.R;
-          store3(out.points + 3 * k, apply(qf.pose_a, c.point));
-          store3(out.normals + 3 * k, mul(R, c.normal));
-          store3(out.points_a + 3 * k, apply(qf.pose_a, c.xa));
-          store3(out.points_b + 3 * k, apply(qf.pose_a, c.xb));
-          out.depths[k] = c.depth;
-          out.distances[k] = c.distance;
-          out.tri_a[k] = qf.a.tri_ids[fa + i];
-          out.tri_b[k] = qf.b.tri_ids[fb + j];
-          out.intersecting[k] = c.intersecting;
+          const Rigid<T>& P = qf.pose_a;
+          WorldContact<T> w;
+          w.point = apply(P, c.point);
+          w.normal = mul(P.R, c.normal);
+          w.xa = apply(P, c.xa);
+          w.xb = apply(P, c.xb);
+          w.depth = c.depth;
+          w.distance = c.distance;
+          w.tri_a = qf.a.tri_ids[fa + i];
+          w.tri_b = qf.b.tri_ids[fb + j];
+          w.intersecting = c.intersecting;
+          sink.emit(count, w);
         }
         ++count;
       }
@@ -253,6 +289,16 @@ struct BlemVisitor {
     return false;
   }
 };
+
+// Runs one query's BLEM traversal into `sink`; returns its contact count.
+template <typename T, typename Sink>
+CN_HD int64_t blem_query(const QueryInputs<T>& in, const T* ra, const T* rb, int64_t q,
+                         Sink& sink) {
+  const QueryFrame<T> qf = query_frame(in, q);
+  BlemVisitor<T, Sink> v{qf, ra[q], rb[q], sink, 0};
+  dual_traverse(qf.a, qf.b, qf.f, v);
+  return v.count;
+}
 
 template <typename T>
 struct BlemCountFunctor {
@@ -262,10 +308,8 @@ struct BlemCountFunctor {
   int64_t* counts;  // (Q,)
 
   CN_HD void operator()(int64_t q) const {
-    const QueryFrame<T> qf = query_frame(in, q);
-    BlemVisitor<T> v{qf, ra[q], rb[q], 0, false, 0, {}};
-    dual_traverse(qf.a, qf.b, qf.f, v);
-    counts[q] = v.count;
+    CountSink sink;
+    counts[q] = blem_query(in, ra, rb, q, sink);
   }
 };
 
@@ -278,9 +322,8 @@ struct BlemFillFunctor {
   ContactOut<T> out;
 
   CN_HD void operator()(int64_t q) const {
-    const QueryFrame<T> qf = query_frame(in, q);
-    BlemVisitor<T> v{qf, ra[q], rb[q], 0, true, offsets[q], out};
-    dual_traverse(qf.a, qf.b, qf.f, v);
+    PackedSink<T> sink{out, offsets[q]};
+    blem_query(in, ra, rb, q, sink);
   }
 };
 
