@@ -65,14 +65,72 @@ CN_HD T tri_box_gap(const TriBox<T>& a, const TriBox<T>& b) {
   return g;
 }
 
-// B's leaf triangles moved into A's frame, and their boxes there.
+// Plane of a triangle (unit normal n, n . x = d); ok is false for a triangle without one.
 template <typename T>
-CN_HD void load_leaf_b(const QueryFrame<T>& qf, int first, int count, Vec3<T> out[][3], TriBox<T> boxes[]) {
+struct TriPlane {
+  Vec3<T> n;
+  T d;
+  bool ok;
+};
+template <typename T>
+CN_HD TriPlane<T> tri_plane(const Vec3<T> t[3]) {
+  const Vec3<T> n = cross(t[1] - t[0], t[2] - t[0]);
+  const T l2 = norm2(n);
+  if (!(l2 > T(0))) return {n, T(0), false};
+  const Vec3<T> u = (T(1) / sqrt(l2)) * n;
+  return {u, dot(u, t[0]), true};
+}
+// When triangle t lies strictly on one side of plane p, the distance from t to any set in p (the
+// plane's own triangle) is at least min |n . x - d| over t's vertices; otherwise 0.
+template <typename T>
+CN_HD T plane_gap(const TriPlane<T>& p, const Vec3<T> t[3]) {
+  if (!p.ok) return T(0);
+  const T s0 = dot(p.n, t[0]) - p.d, s1 = dot(p.n, t[1]) - p.d, s2 = dot(p.n, t[2]) - p.d;
+  if (s0 > T(0) && s1 > T(0) && s2 > T(0)) return min_(s0, min_(s1, s2));
+  if (s0 < T(0) && s1 < T(0) && s2 < T(0)) return -max_(s0, max_(s1, s2));
+  return T(0);
+}
+
+// A leaf triangle in A's frame with what the leaf culls need.
+template <typename T>
+struct LeafTri {
+  Vec3<T> v[3];
+  TriBox<T> box;
+  TriPlane<T> plane;
+};
+template <typename T>
+CN_HD void finish_leaf_tri(LeafTri<T>& t, bool with_plane) {
+  t.box = tri_box(t.v);
+  if (with_plane) t.plane = tri_plane(t.v);
+}
+template <typename T>
+CN_HD void load_leaf_a(const QueryFrame<T>& qf, int i, LeafTri<T>& out) {
+  load_tri(qf.a.tris, i, out.v);
+  finish_leaf_tri(out, true);
+}
+// B's leaf triangles moved into A's frame (planes only when the caller culls with them).
+template <typename T>
+CN_HD void load_leaf_b(const QueryFrame<T>& qf, int first, int count, LeafTri<T> out[],
+                       bool with_planes = true) {
   for (int j = 0; j < count; ++j) {
-    load_tri(qf.b.tris, first + j, out[j]);
-    for (int k = 0; k < 3; ++k) out[j][k] = apply(qf.f, out[j][k]);
-    boxes[j] = tri_box(out[j]);
+    load_tri(qf.b.tris, first + j, out[j].v);
+    for (int k = 0; k < 3; ++k) out[j].v[k] = apply(qf.f, out[j].v[k]);
+    finish_leaf_tri(out[j], with_planes);
   }
+}
+
+// Lower bound on the distance of two leaf triangles: the gap of their boxes, and of each one to
+// the other's plane when it lies on one side (the common case for facing surfaces in near
+// contact, where tilted triangles' boxes overlap), less a rounding slack.
+template <typename T>
+CN_HD T leaf_pair_gap(const LeafTri<T>& a, const LeafTri<T>& b) {
+  T g = tri_box_gap(a.box, b.box);
+  g = max_(g, plane_gap(b.plane, a.v));
+  g = max_(g, plane_gap(a.plane, b.v));
+  const T scale = abs_(a.v[0].x) + abs_(a.v[0].y) + abs_(a.v[0].z) + abs_(b.v[0].x) +
+                  abs_(b.v[0].y) + abs_(b.v[0].z) + (a.box.hi.x - a.box.lo.x) +
+                  (a.box.hi.y - a.box.lo.y) + (a.box.hi.z - a.box.lo.z);
+  return g - BoxSlack<T>::rel * scale;
 }
 
 // ---- minimum distance (branch and bound) ------------------------------------------------------
@@ -88,21 +146,21 @@ struct DistanceVisitor {
     return obb_distance_lower_bound(a, b, f);
   }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
-    Vec3<T> B[kBvhLeafSize][3];
-    TriBox<T> boxes_b[kBvhLeafSize];
-    load_leaf_b(qf, fb, nb, B, boxes_b);
+    LeafTri<T> Bs[kBvhLeafSize];
+    load_leaf_b(qf, fb, nb, Bs);
     for (int i = 0; i < na; ++i) {
-      Vec3<T> A[3];
-      load_tri(qf.a.tris, fa + i, A);
-      const TriBox<T> box_a = tri_box(A);
+      LeafTri<T> At;
+      load_leaf_a(qf, fa + i, At);
+      const Vec3<T>* A = At.v;
       for (int j = 0; j < nb; ++j) {
-        if (tri_box_gap(box_a, boxes_b[j]) >= best) continue;  // cannot get strictly closer
-        const TriangleTriangleResult<T> r = triangle_triangle_closest(A, B[j]);
+        if (leaf_pair_gap(At, Bs[j]) >= best) continue;  // cannot get strictly closer
+        const Vec3<T>* B = Bs[j].v;
+        const TriangleTriangleResult<T> r = triangle_triangle_closest(A, B);
         const T d = sqrt(r.dist2);
         if (d < best) {
           best = d;
           pa = r.wa[0] * A[0] + r.wa[1] * A[1] + r.wa[2] * A[2];
-          pb = r.intersecting ? pa : r.wb[0] * B[j][0] + r.wb[1] * B[j][1] + r.wb[2] * B[j][2];
+          pb = r.intersecting ? pa : r.wb[0] * B[0] + r.wb[1] * B[1] + r.wb[2] * B[2];
           ta = qf.a.tri_ids[fa + i];
           tb = qf.b.tri_ids[fb + j];
           if (!(d > T(0))) return true;  // intersecting: nothing can be closer
@@ -151,15 +209,15 @@ struct IntersectVisitor {
     return obb_disjoint(a, b, f) ? T(1) : T(0);
   }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
-    Vec3<T> B[kBvhLeafSize][3];
-    TriBox<T> boxes_b[kBvhLeafSize];
-    load_leaf_b(qf, fb, nb, B, boxes_b);
+    LeafTri<T> Bs[kBvhLeafSize];
+    load_leaf_b(qf, fb, nb, Bs, false);
     for (int i = 0; i < na; ++i) {
       Vec3<T> A[3];
       load_tri(qf.a.tris, fa + i, A);
       const TriBox<T> box_a = tri_box(A);
+      // The box gap culls; triangles_intersect starts with the (exact) plane tests itself.
       for (int j = 0; j < nb; ++j)
-        if (!(tri_box_gap(box_a, boxes_b[j]) > T(0)) && triangles_intersect(A, B[j])) return true;
+        if (!(tri_box_gap(box_a, Bs[j].box) > T(0)) && triangles_intersect(A, Bs[j].v)) return true;
     }
     return false;
   }
@@ -256,20 +314,20 @@ struct BlemVisitor {
     return obb_distance_lower_bound(a, b, f);
   }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
-    Vec3<T> B[kBvhLeafSize][3];
-    TriBox<T> boxes_b[kBvhLeafSize];
-    load_leaf_b(qf, fb, nb, B, boxes_b);
+    LeafTri<T> Bs[kBvhLeafSize];
+    load_leaf_b(qf, fb, nb, Bs);
     const T r = ra + rb;
     for (int i = 0; i < na; ++i) {
-      Vec3<T> A[3];
-      load_tri(qf.a.tris, fa + i, A);
-      const TriBox<T> box_a = tri_box(A);
+      LeafTri<T> At;
+      load_leaf_a(qf, fa + i, At);
+      const Vec3<T>* A = At.v;
       for (int j = 0; j < nb; ++j) {
-        if (tri_box_gap(box_a, boxes_b[j]) > r) continue;
-        const TriangleTriangleResult<T> res = triangle_triangle_closest(A, B[j]);
+        if (leaf_pair_gap(At, Bs[j]) > r) continue;
+        const Vec3<T>* B = Bs[j].v;
+        const TriangleTriangleResult<T> res = triangle_triangle_closest(A, B);
         if (!(sqrt(res.dist2) <= r)) continue;
         if constexpr (Sink::kStores) {
-          const BlemContact<T> c = blem_contact(A, B[j], res, ra, rb);
+          const BlemContact<T> c = blem_contact(A, B, res, ra, rb);
           const Rigid<T>& P = qf.pose_a;
           WorldContact<T> w;
           w.point = apply(P, c.point);
