@@ -133,6 +133,36 @@ CN_HD T leaf_pair_gap(const LeafTri<T>& a, const LeafTri<T>& b) {
   return g - BoxSlack<T>::rel * scale;
 }
 
+// ---- surfaces intersect? (boolean, first hit) -------------------------------------------------
+template <typename T>
+struct IntersectVisitor {
+  const QueryFrame<T>& qf;
+  int hit_a, hit_b;  // leaf-order rows of the first intersecting pair found
+  CN_HD T threshold() const { return T(0); }
+  // 1 (> threshold, pruned) when a separating axis exists.
+  CN_HD T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const {
+    return obb_disjoint(a, b, f) ? T(1) : T(0);
+  }
+  CN_HD bool leaf(int fa, int na, int fb, int nb) {
+    LeafTri<T> Bs[kBvhLeafSize];
+    load_leaf_b(qf, fb, nb, Bs, false);
+    for (int i = 0; i < na; ++i) {
+      Vec3<T> A[3];
+      load_tri(qf.a.tris, fa + i, A);
+      const TriBox<T> box_a = tri_box(A);
+      // The box gap culls; triangles_intersect starts with the (exact) plane tests itself.
+      for (int j = 0; j < nb; ++j) {
+        if (!(tri_box_gap(box_a, Bs[j].box) > T(0)) && triangles_intersect(A, Bs[j].v)) {
+          hit_a = fa + i;
+          hit_b = fb + j;
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+};
+
 // ---- minimum distance (branch and bound) ------------------------------------------------------
 template <typename T>
 struct DistanceVisitor {
@@ -145,26 +175,29 @@ struct DistanceVisitor {
   CN_HD T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const {
     return obb_distance_lower_bound(a, b, f);
   }
+  // Exact distance of A's triangle i and B's triangle j (leaf-order rows, B's in A's frame);
+  // returns true when it is 0 (nothing can be closer).
+  CN_HD bool try_pair(const Vec3<T> A[3], const Vec3<T> B[3], int i, int j) {
+    const TriangleTriangleResult<T> r = triangle_triangle_closest(A, B);
+    const T d = sqrt(r.dist2);
+    if (d < best) {
+      best = d;
+      pa = r.wa[0] * A[0] + r.wa[1] * A[1] + r.wa[2] * A[2];
+      pb = r.intersecting ? pa : r.wb[0] * B[0] + r.wb[1] * B[1] + r.wb[2] * B[2];
+      ta = qf.a.tri_ids[i];
+      tb = qf.b.tri_ids[j];
+    }
+    return !(d > T(0));
+  }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     LeafTri<T> Bs[kBvhLeafSize];
     load_leaf_b(qf, fb, nb, Bs);
     for (int i = 0; i < na; ++i) {
       LeafTri<T> At;
       load_leaf_a(qf, fa + i, At);
-      const Vec3<T>* A = At.v;
       for (int j = 0; j < nb; ++j) {
         if (leaf_pair_gap(At, Bs[j]) >= best) continue;  // cannot get strictly closer
-        const Vec3<T>* B = Bs[j].v;
-        const TriangleTriangleResult<T> r = triangle_triangle_closest(A, B);
-        const T d = sqrt(r.dist2);
-        if (d < best) {
-          best = d;
-          pa = r.wa[0] * A[0] + r.wa[1] * A[1] + r.wa[2] * A[2];
-          pb = r.intersecting ? pa : r.wb[0] * B[0] + r.wb[1] * B[1] + r.wb[2] * B[2];
-          ta = qf.a.tri_ids[fa + i];
-          tb = qf.b.tri_ids[fb + j];
-          if (!(d > T(0))) return true;  // intersecting: nothing can be closer
-        }
+        if (try_pair(At.v, Bs[j].v, fa + i, fb + j)) return true;
       }
     }
     return false;
@@ -184,7 +217,20 @@ struct MeshDistanceFunctor {
   CN_HD void operator()(int64_t q) const {
     const QueryFrame<T> qf = query_frame(in, q);
     DistanceVisitor<T> v{qf, upper_bound, {T(0), T(0), T(0)}, {T(0), T(0), T(0)}, -1, -1};
-    dual_traverse(qf.a, qf.b, qf.f, v);
+    // Intersecting surfaces first, by the boolean traversal: where the surfaces cross, every
+    // distance bound near the crossing is 0 and the branch and bound wanders among them, while
+    // the separating-axis tests prune and the first hit ends the search. On separated surfaces
+    // it costs little next to the branch and bound.
+    IntersectVisitor<T> hit{qf, -1, -1};
+    bool done = false;
+    if (dual_traverse(qf.a, qf.b, qf.f, hit)) {
+      Vec3<T> A[3], B[3];
+      load_tri(qf.a.tris, hit.hit_a, A);
+      load_tri(qf.b.tris, hit.hit_b, B);
+      for (int k = 0; k < 3; ++k) B[k] = apply(qf.f, B[k]);
+      done = v.try_pair(A, B, hit.hit_a, hit.hit_b);
+    }
+    if (!done) dual_traverse(qf.a, qf.b, qf.f, v);
     distance[q] = v.best;
     tri_a[q] = v.ta;
     tri_b[q] = v.tb;
@@ -201,29 +247,6 @@ struct MeshDistanceFunctor {
 
 // ---- collision: surfaces intersect, or one contains the other ---------------------------------
 template <typename T>
-struct IntersectVisitor {
-  const QueryFrame<T>& qf;
-  CN_HD T threshold() const { return T(0); }
-  // 1 (> threshold, pruned) when a separating axis exists.
-  CN_HD T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const {
-    return obb_disjoint(a, b, f) ? T(1) : T(0);
-  }
-  CN_HD bool leaf(int fa, int na, int fb, int nb) {
-    LeafTri<T> Bs[kBvhLeafSize];
-    load_leaf_b(qf, fb, nb, Bs, false);
-    for (int i = 0; i < na; ++i) {
-      Vec3<T> A[3];
-      load_tri(qf.a.tris, fa + i, A);
-      const TriBox<T> box_a = tri_box(A);
-      // The box gap culls; triangles_intersect starts with the (exact) plane tests itself.
-      for (int j = 0; j < nb; ++j)
-        if (!(tri_box_gap(box_a, Bs[j].box) > T(0)) && triangles_intersect(A, Bs[j].v)) return true;
-    }
-    return false;
-  }
-};
-
-template <typename T>
 struct MeshCollideFunctor {
   QueryInputs<T> in;
   T winding_threshold;  // 0.5
@@ -232,7 +255,7 @@ struct MeshCollideFunctor {
 
   CN_HD void operator()(int64_t q) const {
     const QueryFrame<T> qf = query_frame(in, q);
-    IntersectVisitor<T> v{qf};
+    IntersectVisitor<T> v{qf, -1, -1};
     if (dual_traverse(qf.a, qf.b, qf.f, v)) {
       collide[q] = true;
       return;
