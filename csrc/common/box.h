@@ -63,10 +63,11 @@ CN_HD Obb<T> obb_to_frame(const Obb<T>& b, const Rigid<T>& f) {
   return {{mul(f.R, b.ax[0]), mul(f.R, b.ax[1]), mul(f.R, b.ax[2])}, apply(f, b.c), b.h};
 }
 
-// Size used to decide which node of a pair to split: the larger box is split first.
+// Size used to decide which node of a pair to split (the larger box is split first), read from
+// a stored box.
 template <typename T>
-CN_HD T box_size(const Obb<T>& b) {
-  return b.h.x + b.h.y + b.h.z;
+CN_HD T box_size_at(const T* p) {
+  return p[12] + p[13] + p[14];
 }
 
 // Relative rotation and translation of b in a's box frame: C[i][j] = a_i . b_j,
@@ -100,19 +101,32 @@ CN_HD ObbPair<T> obb_pair(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) {
 }
 
 // True when a separating axis with a gap beyond the slack exists (then the boxes are disjoint).
+// Axes are tried in the order that usually separates first (a's faces, b's faces, edge pairs),
+// each as soon as its data is computed.
 template <typename T>
 CN_HD bool obb_disjoint(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) {
-  const ObbPair<T> p = obb_pair(a, b, f);
+  const Vec3<T> d = b.c - a.c;
   const T ha[3] = {a.h.x, a.h.y, a.h.z}, hb[3] = {b.h.x, b.h.y, b.h.z};
-  const T (&C)[3][3] = p.C;
-  const T (&X)[3][3] = p.absC;
+  // Same slack as obb_pair's, bounding sum |ta_i| by 2 |d|_1 so it is known up front.
+  const T slack = BoxSlack<T>::rel *
+                  (abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z) +
+                   T(2) * (abs_(d.x) + abs_(d.y) + abs_(d.z)) + ha[0] + ha[1] + ha[2] + hb[0] +
+                   hb[1] + hb[2]);
+  T C[3][3], X[3][3], ta[3];
   // a's face normals: |ta_i| > ha_i + sum_j hb_j |C_ij|
-  for (int i = 0; i < 3; ++i)
-    if (abs_(p.ta[i]) - ha[i] - (hb[0] * X[i][0] + hb[1] * X[i][1] + hb[2] * X[i][2]) > p.slack)
+  for (int i = 0; i < 3; ++i) {
+    ta[i] = dot(a.ax[i], d);
+    for (int j = 0; j < 3; ++j) {
+      C[i][j] = dot(a.ax[i], b.ax[j]);
+      X[i][j] = abs_(C[i][j]);
+    }
+    if (abs_(ta[i]) - ha[i] - (hb[0] * X[i][0] + hb[1] * X[i][1] + hb[2] * X[i][2]) > slack)
       return true;
+  }
   // b's face normals
   for (int j = 0; j < 3; ++j)
-    if (abs_(p.tb[j]) - hb[j] - (ha[0] * X[0][j] + ha[1] * X[1][j] + ha[2] * X[2][j]) > p.slack)
+    if (abs_(dot(b.ax[j], d)) - hb[j] - (ha[0] * X[0][j] + ha[1] * X[1][j] + ha[2] * X[2][j]) >
+        slack)
       return true;
   // a_i x b_j (unnormalised, length <= 1, so a gap > slack is a true gap > slack / |L|).
   // With (i, i1, i2) and (j, j1, j2) cyclic: (a_i x b_j) . t = ta_i2 C_i1j - ta_i1 C_i2j, and
@@ -121,10 +135,10 @@ CN_HD bool obb_disjoint(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) {
     const int i1 = (i + 1) % 3, i2 = (i + 2) % 3;
     for (int j = 0; j < 3; ++j) {
       const int j1 = (j + 1) % 3, j2 = (j + 2) % 3;
-      const T t = abs_(p.ta[i2] * C[i1][j] - p.ta[i1] * C[i2][j]);
+      const T t = abs_(ta[i2] * C[i1][j] - ta[i1] * C[i2][j]);
       const T ra = ha[i1] * X[i2][j] + ha[i2] * X[i1][j];
       const T rb = hb[j1] * X[i][j2] + hb[j2] * X[i][j1];
-      if (t - ra - rb > p.slack) return true;
+      if (t - ra - rb > slack) return true;
     }
   }
   return false;

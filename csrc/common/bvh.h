@@ -93,17 +93,26 @@ CN_HD bool dual_traverse(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<T
       if (visitor.leaf(-1 - a0, a1, -1 - b0, b1)) return true;
       continue;
     }
-    const Obb<T> box_a = load_obb(a.obbs + kObbScalars * na);
-    const Obb<T> box_b = obb_to_frame(load_obb(b.obbs + kObbScalars * nb), f);
-    const bool split_a = !leaf_a && (leaf_b || box_size(box_a) >= box_size(box_b));
+    // Split the larger box (half extents are frame-free, read in place); the fixed node of the
+    // pair is loaded (and B's moved into A's frame) once for both children.
+    const bool split_a = !leaf_a && (leaf_b || box_size_at(a.obbs + kObbScalars * na) >=
+                                                   box_size_at(b.obbs + kObbScalars * nb));
     int32_t pa[2], pb[2];
     T lb[2];
-    for (int c = 0; c < 2; ++c) {
-      pa[c] = split_a ? (c == 0 ? a0 : a1) : na;
-      pb[c] = split_a ? nb : (c == 0 ? b0 : b1);
-      lb[c] = split_a
-                  ? visitor.bound(load_obb(a.obbs + kObbScalars * pa[c]), box_b, f)
-                  : visitor.bound(box_a, obb_to_frame(load_obb(b.obbs + kObbScalars * pb[c]), f), f);
+    if (split_a) {
+      const Obb<T> box_b = obb_to_frame(load_obb(b.obbs + kObbScalars * nb), f);
+      for (int c = 0; c < 2; ++c) {
+        pa[c] = c == 0 ? a0 : a1;
+        pb[c] = nb;
+        lb[c] = visitor.bound(load_obb(a.obbs + kObbScalars * pa[c]), box_b, f);
+      }
+    } else {
+      const Obb<T> box_a = load_obb(a.obbs + kObbScalars * na);
+      for (int c = 0; c < 2; ++c) {
+        pa[c] = na;
+        pb[c] = c == 0 ? b0 : b1;
+        lb[c] = visitor.bound(box_a, obb_to_frame(load_obb(b.obbs + kObbScalars * pb[c]), f), f);
+      }
     }
     // Push the farther pair first so the nearer one is popped next.
     const int first = lb[0] > lb[1] ? 0 : 1;
