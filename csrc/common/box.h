@@ -5,6 +5,8 @@
 //  - obb_distance_lower_bound: the largest gap of the boxes' projections on the 6 face normals and
 //    on the line through their centres. Projection on a unit axis is 1-Lipschitz, so every gap
 //    is <= the distance between the boxes. The centre line matters for boxes offset diagonally.
+//    (Adding the 9 normalised edge-pair axes was measured: it prunes too little for its cost,
+//    mesh_distance got ~1.4x slower on 100k-triangle pairs.)
 // Both take box a in A's frame and box b already moved into A's frame (obb_to_frame).
 //
 // Rounding: stored axes are unit and orthogonal only to within the storage precision, boxes are
@@ -144,9 +146,11 @@ CN_HD bool obb_disjoint(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) {
   return false;
 }
 
-// Lower bound on the distance between the boxes (0: they may overlap).
+// Lower bound on the distance between the boxes (0: they may overlap). Once the face axes give
+// more than `enough` (the caller's pruning threshold), that bound is returned as is.
 template <typename T>
-CN_HD T obb_distance_lower_bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) {
+CN_HD T obb_distance_lower_bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f,
+                                 T enough = T(INFINITY)) {
   const ObbPair<T> p = obb_pair(a, b, f);
   const T ha[3] = {a.h.x, a.h.y, a.h.z}, hb[3] = {b.h.x, b.h.y, b.h.z};
   const T (&X)[3][3] = p.absC;
@@ -155,6 +159,7 @@ CN_HD T obb_distance_lower_bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T
     gap = max_(gap, abs_(p.ta[i]) - ha[i] - (hb[0] * X[i][0] + hb[1] * X[i][1] + hb[2] * X[i][2]));
     gap = max_(gap, abs_(p.tb[i]) - hb[i] - (ha[0] * X[0][i] + ha[1] * X[1][i] + ha[2] * X[2][i]));
   }
+  if (gap - p.slack > enough) return gap - p.slack;
   // Centre line n = d / |d|: supports ha . |a_i . n| and hb . |b_j . n|.
   if (p.d2 > T(0)) {
     const T len = sqrt(p.d2);

@@ -173,7 +173,7 @@ struct DistanceVisitor {
 
   CN_HD T threshold() const { return best; }
   CN_HD T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const {
-    return obb_distance_lower_bound(a, b, f);
+    return obb_distance_lower_bound(a, b, f, best);
   }
   // Exact distance of A's triangle i and B's triangle j (leaf-order rows, B's in A's frame);
   // returns true when it is 0 (nothing can be closer).
@@ -334,7 +334,7 @@ struct BlemVisitor {
 
   CN_HD T threshold() const { return ra + rb; }
   CN_HD T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const {
-    return obb_distance_lower_bound(a, b, f);
+    return obb_distance_lower_bound(a, b, f, ra + rb);
   }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     LeafTri<T> Bs[kBvhLeafSize];
