@@ -1,14 +1,17 @@
-// Oriented bounding boxes (OBBs) of BVH nodes and the two tests the mesh queries prune with:
+// Oriented bounding boxes (OBBs) of BVH nodes and the two tests the mesh queries prune with, on
+// box b (a node of mesh B) expressed in the box frame of box a (a node of mesh A):
 //  - obb_disjoint: the full 15-axis separating-axis test (Gottschalk, Lin & Manocha, "OBBTree",
 //    SIGGRAPH 1996): 3 face normals of each box and the 9 cross products of their edges. Exact
 //    for boxes (two convex polytopes are disjoint iff one of these axes separates them).
 //  - obb_distance_lower_bound: the largest gap of the boxes' projections on the 6 face normals and
 //    on the direction between approximate closest points of the boxes. Projection on a unit axis
 //    is 1-Lipschitz, so every gap is <= the distance between the boxes; along the direction of
-//    the true closest points it equals it.
-//    (Adding the 9 normalised edge-pair axes was measured: it prunes too little for its cost,
-//    mesh_distance got ~1.4x slower on 100k-triangle pairs.)
-// Both take box a in A's frame and box b already moved into A's frame (obb_to_frame).
+//    the true closest points it equals it. (The 9 normalised edge-pair axes and the centre line
+//    were measured too: they prune too little for their cost.)
+//
+// A traversal step tests the two children of one node against the other, fixed node, so the
+// fixed node's part of the relative frame is computed once (FixedA / FixedB) and each child costs
+// one 3x3 product (ObbRel).
 //
 // Rounding: stored axes are unit and orthogonal only to within the storage precision, boxes are
 // fitted in double and inflated (csrc/mesh_bvh), and a relative slack is subtracted from every
@@ -45,92 +48,126 @@ CN_HD T min_(T a, T b) {
   return a < b ? a : b;
 }
 
-// The box {c + s0 ax[0] + s1 ax[1] + s2 ax[2] : |sk| <= h[k]} (ax orthonormal).
-template <typename T>
-struct Obb {
-  Vec3<T> ax[3];
-  Vec3<T> c;
-  Vec3<T> h;
-};
-
-// Stored as 15 consecutive scalars: the three axes (rows), the centre, the half extents.
+// A box {c + s0 ax[0] + s1 ax[1] + s2 ax[2] : |sk| <= h[k]} (ax orthonormal) is stored as 15
+// consecutive scalars: the three axes (rows), the centre, the half extents.
 constexpr int kObbScalars = 15;
 
-template <typename T>
-CN_HD Obb<T> load_obb(const T* p) {
-  return {{load3(p), load3(p + 3), load3(p + 6)}, load3(p + 9), load3(p + 12)};
-}
-
-template <typename T>
-CN_HD Obb<T> obb_to_frame(const Obb<T>& b, const Rigid<T>& f) {
-  return {{mul(f.R, b.ax[0]), mul(f.R, b.ax[1]), mul(f.R, b.ax[2])}, apply(f, b.c), b.h};
-}
-
-// Size used to decide which node of a pair to split (the larger box is split first), read from
-// a stored box.
+// Size used to decide which node of a pair to split (the larger box is split first).
 template <typename T>
 CN_HD T box_size_at(const T* p) {
   return p[12] + p[13] + p[14];
 }
 
-// Relative rotation and translation of b in a's box frame: C[i][j] = a_i . b_j,
-// ta[i] = a_i . (cb - ca), tb[j] = b_j . (cb - ca); plus the rounding slack of the pair.
+// Box b in box a's frame: C[i][j] = a_i . b_j, ta[i] = a_i . (cb - ca), half extents, and the
+// rounding slack of the pair.
 template <typename T>
-struct ObbPair {
-  T C[3][3], absC[3][3];
-  T ta[3], tb[3];
-  T d2;     // |cb - ca|^2
+struct ObbRel {
+  T C[3][3];
+  T ta[3];
+  T ha[3], hb[3];
   T slack;
 };
 
+// The relative frame's scale: |t| of the mesh transform, the boxes' offsets and sizes.
 template <typename T>
-CN_HD ObbPair<T> obb_pair(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) {
-  ObbPair<T> p;
-  const Vec3<T> d = b.c - a.c;
-  const T ha[3] = {a.h.x, a.h.y, a.h.z}, hb[3] = {b.h.x, b.h.y, b.h.z};
-  T scale = abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z);
+CN_HD void finish_rel(ObbRel<T>& r, T tscale) {
+  T s = tscale;
+  for (int i = 0; i < 3; ++i) s += abs_(r.ta[i]) + r.ha[i] + r.hb[i];
+  r.slack = BoxSlack<T>::rel * s;
+}
+
+// A's node fixed, B's children tested: M = A_axes R (rows a_i^T R), u = A_axes (t - ca), so that
+// for a box b of mesh B, C = M B_axes^T and ta = M cb + u.
+template <typename T>
+struct FixedA {
+  T M[3][3];
+  T u[3];
+  T ha[3];
+  T tscale;
+};
+template <typename T>
+CN_HD FixedA<T> fixed_a(const T* a, const Rigid<T>& f) {
+  FixedA<T> fa;
+  const Vec3<T> tc = f.t - load3(a + 9);
   for (int i = 0; i < 3; ++i) {
-    for (int j = 0; j < 3; ++j) {
-      p.C[i][j] = dot(a.ax[i], b.ax[j]);
-      p.absC[i][j] = abs_(p.C[i][j]);
-    }
-    p.ta[i] = dot(a.ax[i], d);
-    p.tb[i] = dot(b.ax[i], d);
-    scale += abs_(p.ta[i]) + ha[i] + hb[i];
+    const Vec3<T> ai = load3(a + 3 * i);
+    for (int k = 0; k < 3; ++k)
+      fa.M[i][k] = ai.x * f.R.m[0][k] + ai.y * f.R.m[1][k] + ai.z * f.R.m[2][k];
+    fa.u[i] = dot(ai, tc);
+    fa.ha[i] = a[12 + i];
   }
-  p.d2 = norm2(d);
-  p.slack = BoxSlack<T>::rel * scale;
-  return p;
+  fa.tscale = abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z);
+  return fa;
+}
+template <typename T>
+CN_HD ObbRel<T> obb_rel(const FixedA<T>& fa, const T* b) {
+  ObbRel<T> r;
+  const T* cb = b + 9;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j)
+      r.C[i][j] = fa.M[i][0] * b[3 * j] + fa.M[i][1] * b[3 * j + 1] + fa.M[i][2] * b[3 * j + 2];
+    r.ta[i] = fa.M[i][0] * cb[0] + fa.M[i][1] * cb[1] + fa.M[i][2] * cb[2] + fa.u[i];
+    r.ha[i] = fa.ha[i];
+    r.hb[i] = b[12 + i];
+  }
+  finish_rel(r, fa.tscale);
+  return r;
+}
+
+// B's node fixed, A's children tested: B's box moved into A's frame once.
+template <typename T>
+struct FixedB {
+  Vec3<T> ax[3];
+  Vec3<T> c;
+  T hb[3];
+  T tscale;
+};
+template <typename T>
+CN_HD FixedB<T> fixed_b(const T* b, const Rigid<T>& f) {
+  FixedB<T> fb;
+  for (int j = 0; j < 3; ++j) {
+    fb.ax[j] = mul(f.R, load3(b + 3 * j));
+    fb.hb[j] = b[12 + j];
+  }
+  fb.c = apply(f, load3(b + 9));
+  fb.tscale = abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z);
+  return fb;
+}
+template <typename T>
+CN_HD ObbRel<T> obb_rel(const FixedB<T>& fb, const T* a) {
+  ObbRel<T> r;
+  const Vec3<T> d = fb.c - load3(a + 9);
+  for (int i = 0; i < 3; ++i) {
+    const Vec3<T> ai = load3(a + 3 * i);
+    for (int j = 0; j < 3; ++j) r.C[i][j] = dot(ai, fb.ax[j]);
+    r.ta[i] = dot(ai, d);
+    r.ha[i] = a[12 + i];
+    r.hb[i] = fb.hb[i];
+  }
+  finish_rel(r, fb.tscale);
+  return r;
 }
 
 // True when a separating axis with a gap beyond the slack exists (then the boxes are disjoint).
-// Axes are tried in the order that usually separates first (a's faces, b's faces, edge pairs),
-// each as soon as its data is computed.
+// Face axes are tried thinnest first: node boxes of surface patches are slabs (the build orders
+// axes by decreasing spread), and facing slabs are usually separated along a normal.
 template <typename T>
-CN_HD bool obb_disjoint(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) {
-  const Vec3<T> d = b.c - a.c;
-  const T ha[3] = {a.h.x, a.h.y, a.h.z}, hb[3] = {b.h.x, b.h.y, b.h.z};
-  // Same slack as obb_pair's, bounding sum |ta_i| by 2 |d|_1 so it is known up front.
-  const T slack = BoxSlack<T>::rel *
-                  (abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z) +
-                   T(2) * (abs_(d.x) + abs_(d.y) + abs_(d.z)) + ha[0] + ha[1] + ha[2] + hb[0] +
-                   hb[1] + hb[2]);
-  T C[3][3], X[3][3], ta[3];
-  // a's face normals: |ta_i| > ha_i + sum_j hb_j |C_ij|
-  for (int i = 0; i < 3; ++i) {
-    ta[i] = dot(a.ax[i], d);
-    for (int j = 0; j < 3; ++j) {
-      C[i][j] = dot(a.ax[i], b.ax[j]);
-      X[i][j] = abs_(C[i][j]);
-    }
-    if (abs_(ta[i]) - ha[i] - (hb[0] * X[i][0] + hb[1] * X[i][1] + hb[2] * X[i][2]) > slack)
+CN_HD bool obb_disjoint(const ObbRel<T>& r) {
+  const T (&C)[3][3] = r.C;
+  const T* ha = r.ha;
+  const T* hb = r.hb;
+  T X[3][3];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) X[i][j] = abs_(C[i][j]);
+  for (int k = 2; k >= 0; --k) {
+    // a's face normal k: |ta_k| > ha_k + sum_j hb_j |C_kj|
+    if (abs_(r.ta[k]) - ha[k] - (hb[0] * X[k][0] + hb[1] * X[k][1] + hb[2] * X[k][2]) > r.slack)
+      return true;
+    // b's face normal k: tb_k = b_k . d = sum_i C_ik ta_i
+    const T tb = C[0][k] * r.ta[0] + C[1][k] * r.ta[1] + C[2][k] * r.ta[2];
+    if (abs_(tb) - hb[k] - (ha[0] * X[0][k] + ha[1] * X[1][k] + ha[2] * X[2][k]) > r.slack)
       return true;
   }
-  // b's face normals
-  for (int j = 0; j < 3; ++j)
-    if (abs_(dot(b.ax[j], d)) - hb[j] - (ha[0] * X[0][j] + ha[1] * X[1][j] + ha[2] * X[2][j]) >
-        slack)
-      return true;
   // a_i x b_j (unnormalised, length <= 1, so a gap > slack is a true gap > slack / |L|).
   // With (i, i1, i2) and (j, j1, j2) cyclic: (a_i x b_j) . t = ta_i2 C_i1j - ta_i1 C_i2j, and
   // the supports are ha_i1 |C_i2j| + ha_i2 |C_i1j| and hb_j1 |C_ij2| + hb_j2 |C_ij1|.
@@ -138,10 +175,10 @@ CN_HD bool obb_disjoint(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) {
     const int i1 = (i + 1) % 3, i2 = (i + 2) % 3;
     for (int j = 0; j < 3; ++j) {
       const int j1 = (j + 1) % 3, j2 = (j + 2) % 3;
-      const T t = abs_(ta[i2] * C[i1][j] - ta[i1] * C[i2][j]);
+      const T t = abs_(r.ta[i2] * C[i1][j] - r.ta[i1] * C[i2][j]);
       const T ra = ha[i1] * X[i2][j] + ha[i2] * X[i1][j];
       const T rb = hb[j1] * X[i][j2] + hb[j2] * X[i][j1];
-      if (t - ra - rb > slack) return true;
+      if (t - ra - rb > r.slack) return true;
     }
   }
   return false;
@@ -150,35 +187,37 @@ CN_HD bool obb_disjoint(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) {
 // Lower bound on the distance between the boxes (0: they may overlap). Once the face axes give
 // more than `enough` (the caller's pruning threshold), that bound is returned as is.
 template <typename T>
-CN_HD T obb_distance_lower_bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f,
-                                 T enough = T(INFINITY)) {
-  const ObbPair<T> p = obb_pair(a, b, f);
-  const T ha[3] = {a.h.x, a.h.y, a.h.z}, hb[3] = {b.h.x, b.h.y, b.h.z};
-  const T (&X)[3][3] = p.absC;
+CN_HD T obb_distance_lower_bound(const ObbRel<T>& r, T enough = T(INFINITY)) {
+  const T (&C)[3][3] = r.C;
+  const T* ha = r.ha;
+  const T* hb = r.hb;
+  T X[3][3];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) X[i][j] = abs_(C[i][j]);
   T gap = T(0);
   for (int i = 0; i < 3; ++i) {
-    gap = max_(gap, abs_(p.ta[i]) - ha[i] - (hb[0] * X[i][0] + hb[1] * X[i][1] + hb[2] * X[i][2]));
-    gap = max_(gap, abs_(p.tb[i]) - hb[i] - (ha[0] * X[0][i] + ha[1] * X[1][i] + ha[2] * X[2][i]));
+    gap = max_(gap, abs_(r.ta[i]) - ha[i] - (hb[0] * X[i][0] + hb[1] * X[i][1] + hb[2] * X[i][2]));
+    const T tb = C[0][i] * r.ta[0] + C[1][i] * r.ta[1] + C[2][i] * r.ta[2];
+    gap = max_(gap, abs_(tb) - hb[i] - (ha[0] * X[0][i] + ha[1] * X[1][i] + ha[2] * X[2][i]));
   }
-  if (gap - p.slack > enough) return gap - p.slack;
+  if (gap - r.slack > enough) return gap - r.slack;
   // The direction between (approximate) closest points of the two boxes. By duality the gap along
   // the direction of the true closest points IS the distance; any other unit direction still
   // gives a valid bound. Alternating projections (a point of one box projected onto the other
   // and back) approach a closest pair; two rounds, in a's box coordinates (a's axes = identity,
   // b's axis j = column j of C, b's centre = ta), give most of the gain where the face axes are
   // loose: thin tilted boxes whose closest points lie off each other's faces.
-  const T (&C)[3][3] = p.C;
   T pa[3], q[3];
-  for (int i = 0; i < 3; ++i) pa[i] = max_(-ha[i], min_(ha[i], p.ta[i]));
+  for (int i = 0; i < 3; ++i) pa[i] = max_(-ha[i], min_(ha[i], r.ta[i]));
   for (int round = 0; round < 2; ++round) {
     T s[3];
     for (int j = 0; j < 3; ++j) {
-      const T sj = C[0][j] * (pa[0] - p.ta[0]) + C[1][j] * (pa[1] - p.ta[1]) +
-                   C[2][j] * (pa[2] - p.ta[2]);
+      const T sj = C[0][j] * (pa[0] - r.ta[0]) + C[1][j] * (pa[1] - r.ta[1]) +
+                   C[2][j] * (pa[2] - r.ta[2]);
       s[j] = max_(-hb[j], min_(hb[j], sj));
     }
     for (int i = 0; i < 3; ++i) {
-      q[i] = p.ta[i] + C[i][0] * s[0] + C[i][1] * s[1] + C[i][2] * s[2];
+      q[i] = r.ta[i] + C[i][0] * s[0] + C[i][1] * s[1] + C[i][2] * s[2];
       pa[i] = max_(-ha[i], min_(ha[i], q[i]));
     }
   }
@@ -186,11 +225,12 @@ CN_HD T obb_distance_lower_bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T
   const T n2 = n[0] * n[0] + n[1] * n[1] + n[2] * n[2];
   if (n2 > T(0)) {
     T support = ha[0] * abs_(n[0]) + ha[1] * abs_(n[1]) + ha[2] * abs_(n[2]);
-    for (int j = 0; j < 3; ++j) support += hb[j] * abs_(n[0] * C[0][j] + n[1] * C[1][j] + n[2] * C[2][j]);
-    const T along = n[0] * p.ta[0] + n[1] * p.ta[1] + n[2] * p.ta[2] - support;
+    for (int j = 0; j < 3; ++j)
+      support += hb[j] * abs_(n[0] * C[0][j] + n[1] * C[1][j] + n[2] * C[2][j]);
+    const T along = n[0] * r.ta[0] + n[1] * r.ta[1] + n[2] * r.ta[2] - support;
     if (along > gap * sqrt(n2)) gap = along / sqrt(n2);
   }
-  gap -= p.slack;
+  gap -= r.slack;
   return gap > T(0) ? gap : T(0);
 }
 

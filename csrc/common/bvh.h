@@ -66,9 +66,8 @@ CN_HD void load_tri(const T* tris, int64_t i, Vec3<T> out[3]) {
 
 // Depth-first dual traversal of (a, b), b seen in a's frame through f. The visitor provides
 //   T threshold() const  -- node pairs whose bound exceeds it are pruned;
-//   T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const  -- a lower bound on the
-//       distance of two node boxes (b already in a's frame), or any value > threshold() when
-//       the boxes cannot hold a pair of interest;
+//   T bound(const ObbRel<T>& r) const  -- a lower bound on the distance of two node boxes (b in
+//       a's box frame), or any value > threshold() when the boxes cannot hold a pair of interest;
 //   bool leaf(int a_first, int a_count, int b_first, int b_count)  -- returns true to stop.
 // The larger box of a pair is split. Of two child pairs, the one with the smaller bound is
 // visited first (best-first descent, which is what lets a shrinking distance threshold prune the
@@ -80,7 +79,7 @@ CN_HD bool dual_traverse(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<T
   T stack_lb[kDualStack];
   stack_a[0] = 0;
   stack_b[0] = 0;
-  stack_lb[0] = visitor.bound(load_obb(a.obbs), obb_to_frame(load_obb(b.obbs), f), f);
+  stack_lb[0] = visitor.bound(obb_rel(fixed_a(a.obbs, f), b.obbs));
   int top = 1;
   while (top > 0) {
     --top;
@@ -93,25 +92,26 @@ CN_HD bool dual_traverse(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<T
       if (visitor.leaf(-1 - a0, a1, -1 - b0, b1)) return true;
       continue;
     }
-    // Split the larger box (half extents are frame-free, read in place); the fixed node of the
-    // pair is loaded (and B's moved into A's frame) once for both children.
-    const bool split_a = !leaf_a && (leaf_b || box_size_at(a.obbs + kObbScalars * na) >=
-                                                   box_size_at(b.obbs + kObbScalars * nb));
+    // Split the larger box (half extents are frame-free, read in place); the fixed node's part
+    // of the relative frame is computed once for both children.
+    const T* box_na = a.obbs + kObbScalars * na;
+    const T* box_nb = b.obbs + kObbScalars * nb;
+    const bool split_a = !leaf_a && (leaf_b || box_size_at(box_na) >= box_size_at(box_nb));
     int32_t pa[2], pb[2];
     T lb[2];
     if (split_a) {
-      const Obb<T> box_b = obb_to_frame(load_obb(b.obbs + kObbScalars * nb), f);
+      const FixedB<T> fixed = fixed_b(box_nb, f);
       for (int c = 0; c < 2; ++c) {
         pa[c] = c == 0 ? a0 : a1;
         pb[c] = nb;
-        lb[c] = visitor.bound(load_obb(a.obbs + kObbScalars * pa[c]), box_b, f);
+        lb[c] = visitor.bound(obb_rel(fixed, a.obbs + kObbScalars * pa[c]));
       }
     } else {
-      const Obb<T> box_a = load_obb(a.obbs + kObbScalars * na);
+      const FixedA<T> fixed = fixed_a(box_na, f);
       for (int c = 0; c < 2; ++c) {
         pa[c] = na;
         pb[c] = c == 0 ? b0 : b1;
-        lb[c] = visitor.bound(box_a, obb_to_frame(load_obb(b.obbs + kObbScalars * pb[c]), f), f);
+        lb[c] = visitor.bound(obb_rel(fixed, b.obbs + kObbScalars * pb[c]));
       }
     }
     // Push the farther pair first so the nearer one is popped next.

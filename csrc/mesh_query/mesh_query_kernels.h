@@ -140,9 +140,7 @@ struct IntersectVisitor {
   int hit_a, hit_b;  // leaf-order rows of the first intersecting pair found
   CN_HD T threshold() const { return T(0); }
   // 1 (> threshold, pruned) when a separating axis exists.
-  CN_HD T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const {
-    return obb_disjoint(a, b, f) ? T(1) : T(0);
-  }
+  CN_HD T bound(const ObbRel<T>& r) const { return obb_disjoint(r) ? T(1) : T(0); }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     LeafTri<T> Bs[kBvhLeafSize];
     load_leaf_b(qf, fb, nb, Bs, false);
@@ -172,9 +170,7 @@ struct DistanceVisitor {
   int64_t ta, tb;
 
   CN_HD T threshold() const { return best; }
-  CN_HD T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const {
-    return obb_distance_lower_bound(a, b, f, best);
-  }
+  CN_HD T bound(const ObbRel<T>& r) const { return obb_distance_lower_bound(r, best); }
   // Exact distance of A's triangle i and B's triangle j (leaf-order rows, B's in A's frame);
   // returns true when it is 0 (nothing can be closer).
   CN_HD bool try_pair(const Vec3<T> A[3], const Vec3<T> B[3], int i, int j) {
@@ -333,9 +329,7 @@ struct BlemVisitor {
   int64_t count;
 
   CN_HD T threshold() const { return ra + rb; }
-  CN_HD T bound(const Obb<T>& a, const Obb<T>& b, const Rigid<T>& f) const {
-    return obb_distance_lower_bound(a, b, f, ra + rb);
-  }
+  CN_HD T bound(const ObbRel<T>& r) const { return obb_distance_lower_bound(r, ra + rb); }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     LeafTri<T> Bs[kBvhLeafSize];
     load_leaf_b(qf, fb, nb, Bs);
