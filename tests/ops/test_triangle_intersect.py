@@ -163,3 +163,45 @@ def test_obb_pruning_never_drops_an_intersecting_pair(dtype):
         d_ref = float(triangle_distance(pair_a, pair_b).distance.min())
         assert abs(float(dist[k]) - d_ref) <= (1e-12 if dtype == torch.float64 else 1e-7), k
     assert 30 < hits < q - 30
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("gap", [1e-3, 1e-6, 0.0])
+def test_obb_pruning_near_contact(dtype, gap):
+    """Pairs moved to a surface gap of 1 mm, 1 um and 0 (touching, where every box bound on the
+    way down is ~0): mesh_distance equals the brute-force minimum, and the BLEM pairs within r
+    equal the brute-force set. Touching pairs intersect or not by rounding, which differs between
+    the ops' frame (A's) and the world frame of the brute force; so collision is checked against
+    mesh_distance, computed in the same frame by other bounds: distance 0 => collide."""
+    from contactnet.ops import blem_contacts
+    from contactnet.ops.reference.mesh_cases import near_contact_poses
+
+    lib = _soup_library(dtype)
+    lib64 = _soup_library(torch.float64)
+    rng = np.random.default_rng(int(gap * 1e7) + 3)
+    q = 40
+    ia = torch.tensor(rng.integers(1, len(lib), q))
+    ib = torch.tensor(rng.integers(1, len(lib), q))
+    pa, pb = near_contact_poses(lib64, ia, ib, gap, seed=int(gap * 1e7) + 5)
+    r = 2e-3
+    dist = mesh_distance(lib, ia, ib, pa.to(dtype), pb.to(dtype)).distance
+    hit = mesh_collide(lib, ia, ib, pa.to(dtype), pb.to(dtype))
+    con = blem_contacts(lib, ia, ib, pa.to(dtype), pb.to(dtype), r / 2, r / 2)
+    qi = con.query_index()
+    for k in range(q):
+        ma, mb = lib64[int(ia[k])], lib64[int(ib[k])]
+        ta = world_triangles(ma.vertices, ma.faces, pa[k]).to(dtype)
+        tb = world_triangles(mb.vertices, mb.faces, pb[k]).to(dtype)
+        na, nb = ta.shape[0], tb.shape[0]
+        pair_a = ta[:, None].expand(na, nb, 3, 3).reshape(-1, 3, 3).contiguous()
+        pair_b = tb[None].expand(na, nb, 3, 3).reshape(-1, 3, 3).contiguous()
+        d = triangle_distance(pair_a, pair_b).distance
+        tol = 1e-12 if dtype == torch.float64 else 1e-7
+        assert abs(float(dist[k]) - float(d.min())) <= tol, k
+        if float(dist[k]) == 0:
+            assert bool(hit[k]), k
+        if dtype == torch.float64:  # float32 frames differ by rounding: compare sets in float64
+            got = set(zip(con.tri_a[qi == k].tolist(), con.tri_b[qi == k].tolist()))
+            within = torch.nonzero(d <= r).flatten()
+            ref = set(zip((within // nb).tolist(), (within % nb).tolist()))
+            assert got == ref, k
