@@ -76,6 +76,9 @@ class Contacts(NamedTuple):
 
 
 def _as_ids(ids, name: str, device) -> torch.Tensor:
+    if (isinstance(ids, torch.Tensor) and ids.dtype == torch.int64 and ids.dim() == 1
+            and ids.device == device and ids.is_contiguous()):  # fmt: skip
+        return ids  # already what the op takes (the common case in a hot loop)
     if isinstance(ids, int):
         ids = [ids]
     if not isinstance(ids, torch.Tensor):
@@ -95,28 +98,29 @@ def _check_queries(lib, ids_a, ids_b, poses_a, poses_b):
     before the launch."""
     if not isinstance(lib, MeshLibrary):
         raise TypeError(f"lib: expected a contactnet.geometry.MeshLibrary, got {type(lib).__name__}")
-    ids_a = _as_ids(ids_a, "ids_a", lib.device)
-    ids_b = _as_ids(ids_b, "ids_b", lib.device)
+    device, dtype = lib.device, lib.dtype
+    ids_a = _as_ids(ids_a, "ids_a", device)
+    ids_b = _as_ids(ids_b, "ids_b", device)
     q = ids_a.shape[0]
     if ids_b.shape[0] != q:
         raise ValueError(f"ids_b has batch size {ids_b.shape[0]} but ids_a has {q}")
-    on_cpu = lib.device.type == "cpu"
+    on_cpu = device.type == "cpu"
     out = []
     for name, p in (("poses_a", poses_a), ("poses_b", poses_b)):
         if isinstance(p, torch.Tensor) and p.dim() == 2 and p.shape[0] != q:
             raise ValueError(f"{name} has batch size {p.shape[0]} but ids_a has {q}")
         if isinstance(p, torch.Tensor) and p.numel() == 0 and p.dim() == 2 and p.shape[1] == 7:
-            out.append(p.to(lib.dtype).contiguous())
+            out.append(p.to(dtype).contiguous())
             continue
         if not isinstance(p, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(p).__name__}")
         if p.dim() != 2 or p.shape[1] != 7:
             raise ValueError(f"{name}: expected shape (Q, 7) [x, y, z, qw, qx, qy, qz], got "
                              f"{tuple(p.shape)}")  # fmt: skip
-        if p.dtype != lib.dtype:
-            raise TypeError(f"{name} has dtype {p.dtype} but the library is {lib.dtype}")
-        if p.device != lib.device:
-            raise ValueError(f"{name} is on {p.device} but the library is on {lib.device}")
+        if p.dtype != dtype:
+            raise TypeError(f"{name} has dtype {p.dtype} but the library is {dtype}")
+        if p.device != device:
+            raise ValueError(f"{name} is on {p.device} but the library is on {device}")
         if not on_cpu:
             check_poses(p, name)
         out.append(p.contiguous())
