@@ -135,7 +135,7 @@ class MeshBvh(NamedTuple):
 
     tris: torch.Tensor  # (F, 3, 3) triangles in BVH leaf order, mesh frame
     tri_ids: torch.Tensor  # (F,) int32 mesh-local face id of each row
-    boxes: torch.Tensor  # (N, 2, 3) node boxes lo, hi
+    obbs: torch.Tensor  # (N, 5, 3) node oriented boxes: 3 unit axes (rows), centre, half extents
     children: torch.Tensor  # (N, 2) int32
     dipoles: torch.Tensor  # (N, 7) area vector, centre, radius (fast winding numbers)
     node_offsets: torch.Tensor  # (M + 1,) int64
@@ -210,8 +210,8 @@ class MeshLibrary:
                 self.vertex_offsets.cpu().contiguous(),
                 self.face_offsets.cpu().contiguous(),
             )
-            tris, tri_ids, boxes, children, dipoles, node_offsets = out
-            bvh = MeshBvh(tris, tri_ids, boxes, children, dipoles, node_offsets,
+            tris, tri_ids, obbs, children, dipoles, node_offsets = out
+            bvh = MeshBvh(tris, tri_ids, obbs, children, dipoles, node_offsets,
                           self.face_offsets.cpu())  # fmt: skip
             self._bvh = MeshBvh(*(t.to(self.device) for t in bvh))
         return self._bvh

@@ -20,6 +20,7 @@ from contactnet.ops.primitive_distance import (
     point_triangle_distance,
     segment_segment_distance,
     triangle_distance,
+    triangle_intersect,
 )
 from contactnet.ops import ipc
 from contactnet.ops.ipc import (
@@ -57,6 +58,7 @@ __all__ = [
     "point_triangle_distance",
     "segment_segment_distance",
     "triangle_distance",
+    "triangle_intersect",
     "Contacts",
     "MeshDistance",
     "blem_contacts",

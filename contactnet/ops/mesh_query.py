@@ -4,7 +4,8 @@ simulation with unstructured meshes").
 
 A batch holds Q queries; query q pairs mesh `ids_a[q]` at pose `poses_a[q]` with mesh `ids_b[q]`
 at `poses_b[q]`. Poses are (Q, 7) `[x, y, z, qw, qx, qy, qz]` in metres, in the library's dtype
-and on its device; quaternions are normalised here and NaN/Inf is rejected. Every query traverses
+and on its device; quaternions are normalised (by the kernels) and NaN/Inf or a zero quaternion
+is rejected with a ValueError. Every query traverses
 the two meshes' BVHs (C++ on CPU, one query per thread; CUDA kernel, one query per GPU thread) and
 reports in the world frame. Face ids are mesh-local indices into `Mesh.faces`.
 
@@ -75,6 +76,9 @@ class Contacts(NamedTuple):
 
 
 def _as_ids(ids, name: str, device) -> torch.Tensor:
+    if (isinstance(ids, torch.Tensor) and ids.dtype == torch.int64 and ids.dim() == 1
+            and ids.device == device and ids.is_contiguous()):  # fmt: skip
+        return ids  # already what the op takes (the common case in a hot loop)
     if isinstance(ids, int):
         ids = [ids]
     if not isinstance(ids, torch.Tensor):
@@ -87,34 +91,45 @@ def _as_ids(ids, name: str, device) -> torch.Tensor:
 
 
 def _check_queries(lib, ids_a, ids_b, poses_a, poses_b):
+    """Checked (ids_a, ids_b, poses_a, poses_b) for the C++ ops. Quaternions are normalised by
+    the kernels. On the CPU the value checks (finite poses, non-zero quaternions, ids in range)
+    run inside the op, in one pass over the raw data: a query costs microseconds, so a dozen
+    small torch calls here would cost more than the queries themselves. Elsewhere they run here,
+    before the launch."""
     if not isinstance(lib, MeshLibrary):
         raise TypeError(f"lib: expected a contactnet.geometry.MeshLibrary, got {type(lib).__name__}")
-    ids_a = _as_ids(ids_a, "ids_a", lib.device)
-    ids_b = _as_ids(ids_b, "ids_b", lib.device)
+    device, dtype = lib.device, lib.dtype
+    ids_a = _as_ids(ids_a, "ids_a", device)
+    ids_b = _as_ids(ids_b, "ids_b", device)
     q = ids_a.shape[0]
     if ids_b.shape[0] != q:
         raise ValueError(f"ids_b has batch size {ids_b.shape[0]} but ids_a has {q}")
+    on_cpu = device.type == "cpu"
     out = []
     for name, p in (("poses_a", poses_a), ("poses_b", poses_b)):
         if isinstance(p, torch.Tensor) and p.dim() == 2 and p.shape[0] != q:
             raise ValueError(f"{name} has batch size {p.shape[0]} but ids_a has {q}")
         if isinstance(p, torch.Tensor) and p.numel() == 0 and p.dim() == 2 and p.shape[1] == 7:
-            out.append(p.to(lib.dtype).contiguous())
+            out.append(p.to(dtype).contiguous())
             continue
-        check_poses(p, name)
-        if p.dim() != 2:
-            raise ValueError(f"{name}: expected shape (Q, 7), got {tuple(p.shape)}")
-        if p.dtype != lib.dtype:
-            raise TypeError(f"{name} has dtype {p.dtype} but the library is {lib.dtype}")
-        if p.device != lib.device:
-            raise ValueError(f"{name} is on {p.device} but the library is on {lib.device}")
-        qn = p[:, 3:]
-        out.append(torch.cat([p[:, :3], qn / qn.norm(dim=1, keepdim=True)], 1).contiguous())
-    m = len(lib)
-    for name, ids in (("ids_a", ids_a), ("ids_b", ids_b)):
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= m):
-            raise ValueError(f"{name}: mesh ids must lie in [0, {m}), got "
-                             f"[{int(ids.min())}, {int(ids.max())}]")  # fmt: skip
+        if not isinstance(p, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(p).__name__}")
+        if p.dim() != 2 or p.shape[1] != 7:
+            raise ValueError(f"{name}: expected shape (Q, 7) [x, y, z, qw, qx, qy, qz], got "
+                             f"{tuple(p.shape)}")  # fmt: skip
+        if p.dtype != dtype:
+            raise TypeError(f"{name} has dtype {p.dtype} but the library is {dtype}")
+        if p.device != device:
+            raise ValueError(f"{name} is on {p.device} but the library is on {device}")
+        if not on_cpu:
+            check_poses(p, name)
+        out.append(p.contiguous())
+    if not on_cpu:
+        m = len(lib)
+        for name, ids in (("ids_a", ids_a), ("ids_b", ids_b)):
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= m):
+                raise ValueError(f"{name}: mesh ids must lie in [0, {m}), got "
+                                 f"[{int(ids.min())}, {int(ids.max())}]")  # fmt: skip
     return ids_a, ids_b, out[0], out[1]
 
 
@@ -231,7 +246,7 @@ def _(vertices, faces, vertex_offsets, face_offsets):
     return (
         vertices.new_empty((f, 3, 3)),
         vertices.new_empty((f,), dtype=torch.int32),
-        vertices.new_empty((nodes, 2, 3)),
+        vertices.new_empty((nodes, 5, 3)),
         vertices.new_empty((nodes, 2), dtype=torch.int32),
         vertices.new_empty((nodes, 7)),
         vertices.new_empty(face_offsets.shape, dtype=torch.int64),
@@ -239,7 +254,7 @@ def _(vertices, faces, vertex_offsets, face_offsets):
 
 
 @torch.library.register_fake("contactnet::mesh_distance")
-def _(tris, tri_ids, boxes, children, dipoles, node_offsets, face_offsets, ids_a, ids_b,
+def _(tris, tri_ids, obbs, children, dipoles, node_offsets, face_offsets, ids_a, ids_b,
       poses_a, poses_b, upper_bound):  # fmt: skip
     q = ids_a.shape[0]
     return (
@@ -252,13 +267,13 @@ def _(tris, tri_ids, boxes, children, dipoles, node_offsets, face_offsets, ids_a
 
 
 @torch.library.register_fake("contactnet::mesh_collide")
-def _(tris, tri_ids, boxes, children, dipoles, node_offsets, face_offsets, ids_a, ids_b,
+def _(tris, tri_ids, obbs, children, dipoles, node_offsets, face_offsets, ids_a, ids_b,
       poses_a, poses_b, winding_threshold, beta):  # fmt: skip
     return ids_a.new_empty((ids_a.shape[0],), dtype=torch.bool)
 
 
 @torch.library.register_fake("contactnet::blem_contacts_raw")
-def _(tris, tri_ids, boxes, children, dipoles, node_offsets, face_offsets, ids_a, ids_b,
+def _(tris, tri_ids, obbs, children, dipoles, node_offsets, face_offsets, ids_a, ids_b,
       poses_a, poses_b, r_a, r_b):  # fmt: skip
     n = torch.library.get_ctx().new_dynamic_size()
     q = ids_a.shape[0]

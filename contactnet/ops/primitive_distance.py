@@ -1,4 +1,5 @@
-"""Exact distances between primitives (triangle–triangle, point–triangle, segment–segment).
+"""Exact distances between primitives (triangle–triangle, point–triangle, segment–segment), and
+the boolean triangle–triangle intersection test that mesh collision uses.
 
 All functions take N independent pairs (float32 or float64, one device, contiguous) and return
 Euclidean distances with closest points. A pair with a NaN or Inf coordinate gets NaN outputs
@@ -86,6 +87,19 @@ def triangle_distance(tri_a: torch.Tensor, tri_b: torch.Tensor) -> TriangleDista
     return TriangleDistance(*_ops.triangle_distance(tri_a, tri_b))
 
 
+def triangle_intersect(tri_a: torch.Tensor, tri_b: torch.Tensor) -> torch.Tensor:
+    """(N,) bool: the triangles intersect or touch, i.e. `triangle_distance(...).distance == 0`,
+    decided by orientation predicates (Guigue–Devillers) with the exact distance as the fallback
+    where a predicate is within rounding of zero. Not differentiable.
+
+    tri_a, tri_b: (N, 3, 3) float, row k = vertex k. A pair with a NaN/Inf coordinate is False.
+    """
+    check_float_tensor(tri_a, "tri_a", (None, 3, 3))
+    check_float_tensor(tri_b, "tri_b", (None, 3, 3))
+    check_same_batch({"tri_a": tri_a, "tri_b": tri_b})
+    return _ops.triangle_intersect(tri_a, tri_b)
+
+
 def point_triangle_distance(points: torch.Tensor, triangles: torch.Tensor) -> PointTriangleDistance:
     """Distance from points to triangles, with the closest point and the closest-feature type.
 
@@ -122,6 +136,11 @@ def _(tri_a, tri_b):
         tri_a.new_empty((n, 3)),
         tri_a.new_empty((n, 3)),
     )
+
+
+@torch.library.register_fake("contactnet::triangle_intersect")
+def _(tri_a, tri_b):
+    return tri_a.new_empty((tri_a.shape[0],), dtype=torch.bool)
 
 
 @torch.library.register_fake("contactnet::point_triangle_distance")

@@ -1,10 +1,21 @@
-// Lower bound on the Euclidean distance between two boxes: an axis-aligned box of mesh A and an
-// axis-aligned box of mesh B seen from A's frame through a rigid transform (so an oriented box).
-// The bound is the largest gap of the two boxes' projections on the six face normals and on the
-// line through their centres (a separating-axis test); projection on a unit axis is 1-Lipschitz,
-// so every gap is <= the distance. The centre line matters for boxes offset diagonally, where the
-// face-normal gaps underestimate the distance badly and far-apart queries would visit most node
-// pairs. 0 means "may overlap".
+// Oriented bounding boxes (OBBs) of BVH nodes and the two tests the mesh queries prune with, on
+// box b (a node of mesh B) expressed in the box frame of box a (a node of mesh A):
+//  - obb_disjoint: the full 15-axis separating-axis test (Gottschalk, Lin & Manocha, "OBBTree",
+//    SIGGRAPH 1996): 3 face normals of each box and the 9 cross products of their edges. Exact
+//    for boxes (two convex polytopes are disjoint iff one of these axes separates them).
+//  - obb_distance_lower_bound: the largest gap of the boxes' projections on the 6 face normals and
+//    on the direction between approximate closest points of the boxes. Projection on a unit axis
+//    is 1-Lipschitz, so every gap is <= the distance between the boxes; along the direction of
+//    the true closest points it equals it. (The 9 normalised edge-pair axes and the centre line
+//    were measured too: they prune too little for their cost.)
+//
+// A traversal step tests the two children of one node against the other, fixed node, so the
+// fixed node's part of the relative frame is computed once (FixedA / FixedB) and each child costs
+// one 3x3 product (ObbRel).
+//
+// Rounding: stored axes are unit and orthogonal only to within the storage precision, boxes are
+// fitted in double and inflated (csrc/mesh_bvh), and a relative slack is subtracted from every
+// gap, so a pair whose true gap is 0 (or equals a distance threshold) is never pruned.
 #pragma once
 
 #include "rigid.h"
@@ -13,7 +24,7 @@ namespace contactnet {
 
 template <typename T>
 struct BoxSlack;
-// Relative slack subtracted from a gap so that rounding in the transform never prunes a pair
+// Relative slack subtracted from a gap so that rounding in the transforms never prunes a pair
 // whose true distance equals the threshold.
 template <>
 struct BoxSlack<float> {
@@ -23,19 +34,6 @@ template <>
 struct BoxSlack<double> {
   static constexpr double rel = 1e-12;
 };
-
-// A box as centre and half extents.
-template <typename T>
-struct Box {
-  Vec3<T> c, h;
-};
-
-// lo, hi: six consecutive scalars (lo xyz, hi xyz).
-template <typename T>
-CN_HD Box<T> load_box(const T* p) {
-  const Vec3<T> lo = load3(p), hi = load3(p + 3);
-  return {T(0.5) * (lo + hi), T(0.5) * (hi - lo)};
-}
 
 template <typename T>
 CN_HD T abs_(T v) {
@@ -50,55 +48,190 @@ CN_HD T min_(T a, T b) {
   return a < b ? a : b;
 }
 
-// Precomputed per query: the transform of B into A's frame and |R| (elementwise).
+// A box {c + s0 ax[0] + s1 ax[1] + s2 ax[2] : |sk| <= h[k]} (ax orthonormal) is stored as 15
+// consecutive scalars: the three axes (rows), the centre, the half extents.
+constexpr int kObbScalars = 15;
+
+// Size used to decide which node of a pair to split (the larger box is split first).
 template <typename T>
-struct BoxFrame {
-  Rigid<T> b_in_a;
-  Mat3<T> absR;
+CN_HD T box_size_at(const T* p) {
+  return p[12] + p[13] + p[14];
+}
+
+// Box b in box a's frame: C[i][j] = a_i . b_j, ta[i] = a_i . (cb - ca), half extents, and the
+// rounding slack of the pair.
+template <typename T>
+struct ObbRel {
+  T C[3][3];
+  T ta[3];
+  T ha[3], hb[3];
+  T slack;
 };
 
+// The relative frame's scale: |t| of the mesh transform, the boxes' offsets and sizes.
 template <typename T>
-CN_HD BoxFrame<T> make_box_frame(const Rigid<T>& b_in_a) {
-  BoxFrame<T> f;
-  f.b_in_a = b_in_a;
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) f.absR.m[i][j] = abs_(b_in_a.R.m[i][j]);
-  return f;
+CN_HD void finish_rel(ObbRel<T>& r, T tscale) {
+  T s = tscale;
+  for (int i = 0; i < 3; ++i) s += abs_(r.ta[i]) + r.ha[i] + r.hb[i];
+  r.slack = BoxSlack<T>::rel * s;
 }
 
-// a: box in A's frame; b: box in B's frame.
+// A's node fixed, B's children tested: M = A_axes R (rows a_i^T R), u = A_axes (t - ca), so that
+// for a box b of mesh B, C = M B_axes^T and ta = M cb + u.
 template <typename T>
-CN_HD T box_distance_lower_bound(const Box<T>& a, const Box<T>& b, const BoxFrame<T>& f) {
-  const Vec3<T> cb = apply(f.b_in_a, b.c);
-  const Vec3<T> d = cb - a.c;
-  // B's half extents projected on A's axes, and A's on B's axes.
-  const Vec3<T> hb_in_a = mul(f.absR, b.h);
-  const Vec3<T> ha_in_b = mul_t(f.absR, a.h);
-  const Vec3<T> d_in_b = mul_t(f.b_in_a.R, d);
-  T gap = abs_(d.x) - a.h.x - hb_in_a.x;
-  gap = max_(gap, abs_(d.y) - a.h.y - hb_in_a.y);
-  gap = max_(gap, abs_(d.z) - a.h.z - hb_in_a.z);
-  gap = max_(gap, abs_(d_in_b.x) - b.h.x - ha_in_b.x);
-  gap = max_(gap, abs_(d_in_b.y) - b.h.y - ha_in_b.y);
-  gap = max_(gap, abs_(d_in_b.z) - b.h.z - ha_in_b.z);
-  // Centre line n = d / |d|: supports h_a . |n| and h_b . |R^T n|.
-  const T dd = norm2(d);
-  if (dd > T(0)) {
-    const T len = sqrt(dd);
-    const T support = (a.h.x * abs_(d.x) + a.h.y * abs_(d.y) + a.h.z * abs_(d.z) +
-                       b.h.x * abs_(d_in_b.x) + b.h.y * abs_(d_in_b.y) + b.h.z * abs_(d_in_b.z)) / len;
-    gap = max_(gap, len - support);
+struct FixedA {
+  T M[3][3];
+  T u[3];
+  T ha[3];
+  T tscale;
+};
+template <typename T>
+CN_HD FixedA<T> fixed_a(const T* a, const Rigid<T>& f) {
+  FixedA<T> fa;
+  const Vec3<T> tc = f.t - load3(a + 9);
+  for (int i = 0; i < 3; ++i) {
+    const Vec3<T> ai = load3(a + 3 * i);
+    for (int k = 0; k < 3; ++k)
+      fa.M[i][k] = ai.x * f.R.m[0][k] + ai.y * f.R.m[1][k] + ai.z * f.R.m[2][k];
+    fa.u[i] = dot(ai, tc);
+    fa.ha[i] = a[12 + i];
   }
-  const T scale = abs_(d.x) + abs_(d.y) + abs_(d.z) + a.h.x + a.h.y + a.h.z + b.h.x + b.h.y +
-                  b.h.z + abs_(f.b_in_a.t.x) + abs_(f.b_in_a.t.y) + abs_(f.b_in_a.t.z);
-  gap -= BoxSlack<T>::rel * scale;
-  return gap > T(0) ? gap : T(0);
+  fa.tscale = abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z);
+  return fa;
+}
+template <typename T>
+CN_HD ObbRel<T> obb_rel(const FixedA<T>& fa, const T* b) {
+  ObbRel<T> r;
+  const T* cb = b + 9;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j)
+      r.C[i][j] = fa.M[i][0] * b[3 * j] + fa.M[i][1] * b[3 * j + 1] + fa.M[i][2] * b[3 * j + 2];
+    r.ta[i] = fa.M[i][0] * cb[0] + fa.M[i][1] * cb[1] + fa.M[i][2] * cb[2] + fa.u[i];
+    r.ha[i] = fa.ha[i];
+    r.hb[i] = b[12 + i];
+  }
+  finish_rel(r, fa.tscale);
+  return r;
 }
 
-// Size used to decide which node of a pair to split: the larger box is split first.
+// B's node fixed, A's children tested: B's box moved into A's frame once.
 template <typename T>
-CN_HD T box_size(const Box<T>& b) {
-  return b.h.x + b.h.y + b.h.z;
+struct FixedB {
+  Vec3<T> ax[3];
+  Vec3<T> c;
+  T hb[3];
+  T tscale;
+};
+template <typename T>
+CN_HD FixedB<T> fixed_b(const T* b, const Rigid<T>& f) {
+  FixedB<T> fb;
+  for (int j = 0; j < 3; ++j) {
+    fb.ax[j] = mul(f.R, load3(b + 3 * j));
+    fb.hb[j] = b[12 + j];
+  }
+  fb.c = apply(f, load3(b + 9));
+  fb.tscale = abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z);
+  return fb;
+}
+template <typename T>
+CN_HD ObbRel<T> obb_rel(const FixedB<T>& fb, const T* a) {
+  ObbRel<T> r;
+  const Vec3<T> d = fb.c - load3(a + 9);
+  for (int i = 0; i < 3; ++i) {
+    const Vec3<T> ai = load3(a + 3 * i);
+    for (int j = 0; j < 3; ++j) r.C[i][j] = dot(ai, fb.ax[j]);
+    r.ta[i] = dot(ai, d);
+    r.ha[i] = a[12 + i];
+    r.hb[i] = fb.hb[i];
+  }
+  finish_rel(r, fb.tscale);
+  return r;
+}
+
+// True when a separating axis with a gap beyond the slack exists (then the boxes are disjoint).
+// Face axes are tried thinnest first: node boxes of surface patches are slabs (the build orders
+// axes by decreasing spread), and facing slabs are usually separated along a normal.
+template <typename T>
+CN_HD bool obb_disjoint(const ObbRel<T>& r) {
+  const T (&C)[3][3] = r.C;
+  const T* ha = r.ha;
+  const T* hb = r.hb;
+  T X[3][3];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) X[i][j] = abs_(C[i][j]);
+  for (int k = 2; k >= 0; --k) {
+    // a's face normal k: |ta_k| > ha_k + sum_j hb_j |C_kj|
+    if (abs_(r.ta[k]) - ha[k] - (hb[0] * X[k][0] + hb[1] * X[k][1] + hb[2] * X[k][2]) > r.slack)
+      return true;
+    // b's face normal k: tb_k = b_k . d = sum_i C_ik ta_i
+    const T tb = C[0][k] * r.ta[0] + C[1][k] * r.ta[1] + C[2][k] * r.ta[2];
+    if (abs_(tb) - hb[k] - (ha[0] * X[0][k] + ha[1] * X[1][k] + ha[2] * X[2][k]) > r.slack)
+      return true;
+  }
+  // a_i x b_j (unnormalised, length <= 1, so a gap > slack is a true gap > slack / |L|).
+  // With (i, i1, i2) and (j, j1, j2) cyclic: (a_i x b_j) . t = ta_i2 C_i1j - ta_i1 C_i2j, and
+  // the supports are ha_i1 |C_i2j| + ha_i2 |C_i1j| and hb_j1 |C_ij2| + hb_j2 |C_ij1|.
+  for (int i = 0; i < 3; ++i) {
+    const int i1 = (i + 1) % 3, i2 = (i + 2) % 3;
+    for (int j = 0; j < 3; ++j) {
+      const int j1 = (j + 1) % 3, j2 = (j + 2) % 3;
+      const T t = abs_(r.ta[i2] * C[i1][j] - r.ta[i1] * C[i2][j]);
+      const T ra = ha[i1] * X[i2][j] + ha[i2] * X[i1][j];
+      const T rb = hb[j1] * X[i][j2] + hb[j2] * X[i][j1];
+      if (t - ra - rb > r.slack) return true;
+    }
+  }
+  return false;
+}
+
+// Lower bound on the distance between the boxes (0: they may overlap). Once the face axes give
+// more than `enough` (the caller's pruning threshold), that bound is returned as is.
+template <typename T>
+CN_HD T obb_distance_lower_bound(const ObbRel<T>& r, T enough = T(INFINITY)) {
+  const T (&C)[3][3] = r.C;
+  const T* ha = r.ha;
+  const T* hb = r.hb;
+  T X[3][3];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) X[i][j] = abs_(C[i][j]);
+  T gap = T(0);
+  for (int i = 0; i < 3; ++i) {
+    gap = max_(gap, abs_(r.ta[i]) - ha[i] - (hb[0] * X[i][0] + hb[1] * X[i][1] + hb[2] * X[i][2]));
+    const T tb = C[0][i] * r.ta[0] + C[1][i] * r.ta[1] + C[2][i] * r.ta[2];
+    gap = max_(gap, abs_(tb) - hb[i] - (ha[0] * X[0][i] + ha[1] * X[1][i] + ha[2] * X[2][i]));
+  }
+  if (gap - r.slack > enough) return gap - r.slack;
+  // The direction between (approximate) closest points of the two boxes. By duality the gap along
+  // the direction of the true closest points IS the distance; any other unit direction still
+  // gives a valid bound. Alternating projections (a point of one box projected onto the other
+  // and back) approach a closest pair; two rounds, in a's box coordinates (a's axes = identity,
+  // b's axis j = column j of C, b's centre = ta), give most of the gain where the face axes are
+  // loose: thin tilted boxes whose closest points lie off each other's faces.
+  T pa[3], q[3];
+  for (int i = 0; i < 3; ++i) pa[i] = max_(-ha[i], min_(ha[i], r.ta[i]));
+  for (int round = 0; round < 2; ++round) {
+    T s[3];
+    for (int j = 0; j < 3; ++j) {
+      const T sj = C[0][j] * (pa[0] - r.ta[0]) + C[1][j] * (pa[1] - r.ta[1]) +
+                   C[2][j] * (pa[2] - r.ta[2]);
+      s[j] = max_(-hb[j], min_(hb[j], sj));
+    }
+    for (int i = 0; i < 3; ++i) {
+      q[i] = r.ta[i] + C[i][0] * s[0] + C[i][1] * s[1] + C[i][2] * s[2];
+      pa[i] = max_(-ha[i], min_(ha[i], q[i]));
+    }
+  }
+  const T n[3] = {q[0] - pa[0], q[1] - pa[1], q[2] - pa[2]};
+  const T n2 = n[0] * n[0] + n[1] * n[1] + n[2] * n[2];
+  if (n2 > T(0)) {
+    T support = ha[0] * abs_(n[0]) + ha[1] * abs_(n[1]) + ha[2] * abs_(n[2]);
+    for (int j = 0; j < 3; ++j)
+      support += hb[j] * abs_(n[0] * C[0][j] + n[1] * C[1][j] + n[2] * C[2][j]);
+    const T along = n[0] * r.ta[0] + n[1] * r.ta[1] + n[2] * r.ta[2] - support;
+    if (along > gap * sqrt(n2)) gap = along / sqrt(n2);
+  }
+  gap -= r.slack;
+  return gap > T(0) ? gap : T(0);
 }
 
 }  // namespace contactnet

@@ -40,6 +40,13 @@ CN_HD Rigid<T> load_pose(const T* p) {
   return {quat_to_mat(p[3], p[4], p[5], p[6]), make_vec3(p[0], p[1], p[2])};
 }
 
+// Same, for a quaternion of any non-zero length (normalised here).
+template <typename T>
+CN_HD Rigid<T> load_pose_normalized(const T* p) {
+  const T inv = T(1) / sqrt(p[3] * p[3] + p[4] * p[4] + p[5] * p[5] + p[6] * p[6]);
+  return {quat_to_mat(p[3] * inv, p[4] * inv, p[5] * inv, p[6] * inv), make_vec3(p[0], p[1], p[2])};
+}
+
 template <typename T>
 CN_HD Vec3<T> mul(const Mat3<T>& r, const Vec3<T>& v) {
   return {r.m[0][0] * v.x + r.m[0][1] * v.y + r.m[0][2] * v.z,

@@ -26,7 +26,8 @@ struct ClusterFunctor {
   int64_t k;                // max clusters per query
   T wn, wp;                 // axis weights of the normal and the depth
   int64_t hierarchical_max; // sets of at most this size use agglomerative clustering
-  T* sums;                  // scratch (N, 8): feature sums and member count
+  T* sums;                  // scratch (N, 8): feature sums and member count (per contact
+                            // when merging, per cluster in a query's first k rows in k-means)
   int32_t* labels;          // scratch (N,)
   T* mind;                  // scratch (N,)
   T* centroids;             // scratch (Q * k, 8)
@@ -168,19 +169,22 @@ struct ClusterFunctor {
         }
         if (!changed) break;
         for (int64_t c = 0; c < k; ++c) cent[8 * c + 7] = T(0);
-        // Accumulate into sums (per row) then fold: keep it allocation-free and device-generic.
+        // One pass accumulating every cluster's feature sum and count in the query's first k
+        // rows of `sums` (n > k here), allocation-free and device-generic. Each cluster's sum
+        // still adds its members in row order.
+        T* acc = sums + 8 * base;
+        for (int64_t c = 0; c < 8 * k; ++c) acc[c] = T(0);
+        for (int64_t i = 0; i < n; ++i) {
+          T f[7];
+          feature(base + i, f);
+          T* a = acc + 8 * labels[base + i];
+          for (int d = 0; d < 7; ++d) a[d] += f[d];
+          a[7] += T(1);
+        }
         for (int64_t c = 0; c < k; ++c) {
-          T acc[7] = {T(0), T(0), T(0), T(0), T(0), T(0), T(0)};
-          T m = T(0);
-          for (int64_t i = 0; i < n; ++i) {
-            if (labels[base + i] != c) continue;
-            T f[7];
-            feature(base + i, f);
-            for (int d = 0; d < 7; ++d) acc[d] += f[d];
-            m += T(1);
-          }
+          const T m = acc[8 * c + 7];
           if (m > T(0))  // an emptied cluster keeps its previous centre
-            for (int d = 0; d < 7; ++d) cent[8 * c + d] = acc[d] / m;
+            for (int d = 0; d < 7; ++d) cent[8 * c + d] = acc[8 * c + d] / m;
         }
       }
       for (int64_t c = 0; c < k; ++c) {

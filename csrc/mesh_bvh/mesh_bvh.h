@@ -8,11 +8,13 @@
 //     vertex_offsets (M + 1,) int64, mesh m owns vertices [vertex_offsets[m], vertex_offsets[m+1])
 //     face_offsets   (M + 1,) int64, mesh m owns faces [face_offsets[m], face_offsets[m+1]);
 //                    every mesh must have at least one face
-//  -> tris (F, 3, 3), tri_ids (F,) int32, boxes (N, 2, 3), children (N, 2) int32,
+//  -> tris (F, 3, 3), tri_ids (F,) int32, obbs (N, 5, 3), children (N, 2) int32,
 //     dipoles (N, 7), node_offsets (M + 1,) int64   (N = total node count)
 //
-// Median split on the longest axis of the triangle centroids' box, kBvhLeafSize triangles per
-// leaf: the node count of an F-triangle mesh depends on F only, and the depth is logarithmic.
+// Every node gets an oriented box fitted to its triangles' vertex covariance (as RAPID and fcl
+// fit theirs); the node is split at the median of its triangle centroids along the box's major
+// axis, kBvhLeafSize triangles per leaf: the node count of an F-triangle mesh depends on F only,
+// and the depth is logarithmic.
 #pragma once
 
 #include <tuple>

@@ -1,6 +1,8 @@
 #include "mesh_bvh/mesh_bvh.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -25,16 +27,128 @@ int64_t tree_depth(int64_t n) {
   return 1 + std::max(tree_depth(n / 2), tree_depth(n - n / 2));
 }
 
+// Eigen-decomposition of a symmetric 3x3 matrix by cyclic Jacobi rotations: a = V diag(w) V^T,
+// eigenvectors in the columns of v. Build-time only (double), so simplicity beats speed.
+void symmetric_eigen3(double a[3][3], double w[3], double v[3][3]) {
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) v[i][j] = i == j ? 1.0 : 0.0;
+  for (int sweep = 0; sweep < 50; ++sweep) {
+    const double off = a[0][1] * a[0][1] + a[0][2] * a[0][2] + a[1][2] * a[1][2];
+    const double diag = a[0][0] * a[0][0] + a[1][1] * a[1][1] + a[2][2] * a[2][2];
+    if (!(off > 1e-30 * diag)) break;
+    for (int p = 0; p < 2; ++p) {
+      for (int q = p + 1; q < 3; ++q) {
+        if (a[p][q] == 0.0) continue;
+        // Rotation angle zeroing a[p][q] (Numerical Recipes' stable form).
+        const double theta = (a[q][q] - a[p][p]) / (2.0 * a[p][q]);
+        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::abs(theta) + std::sqrt(theta * theta + 1.0));
+        const double c = 1.0 / std::sqrt(t * t + 1.0), s = t * c;
+        for (int k = 0; k < 3; ++k) {  // a <- a J
+          const double akp = a[k][p], akq = a[k][q];
+          a[k][p] = c * akp - s * akq;
+          a[k][q] = s * akp + c * akq;
+        }
+        for (int k = 0; k < 3; ++k) {  // a <- J^T a
+          const double apk = a[p][k], aqk = a[q][k];
+          a[p][k] = c * apk - s * aqk;
+          a[q][k] = s * apk + c * aqk;
+        }
+        for (int k = 0; k < 3; ++k) {  // v <- v J
+          const double vkp = v[k][p], vkq = v[k][q];
+          v[k][p] = c * vkp - s * vkq;
+          v[k][q] = s * vkp + c * vkq;
+        }
+      }
+    }
+  }
+  for (int i = 0; i < 3; ++i) w[i] = a[i][i];
+}
+
 template <typename T>
 struct Builder {
   const T* tri;           // (F, 3, 3) this mesh's triangles in input order
   const Vec3<T>* centroid;
   int32_t* order;         // permutation being sorted
-  T* boxes;               // this mesh's node rows
+  T* obbs;                // this mesh's node rows
   int32_t* children;
   T* dipoles;
+  std::vector<double> key;  // split keys, indexed by triangle
 
-  void fill_node(int64_t node, int64_t begin, int64_t end) {
+  // Fits the node's oriented box (as fcl / RAPID do: axes from the covariance of the node's
+  // triangle vertices, largest spread first) and returns its major axis, along which the node
+  // is split. The box is fitted in double around the axes and centre as rounded to T, then its
+  // half extents are rounded up, so it contains the triangles as stored.
+  Vec3<double> fit_obb(int64_t node, int64_t begin, int64_t end) {
+    double mean[3] = {0, 0, 0}, cov[3][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+    const double count = 3.0 * static_cast<double>(end - begin);
+    for (int64_t i = begin; i < end; ++i)
+      for (int k = 0; k < 9; ++k) mean[k % 3] += tri[9 * order[i] + k];
+    for (double& m : mean) m /= count;
+    for (int64_t i = begin; i < end; ++i) {
+      for (int k = 0; k < 3; ++k) {
+        const T* v = tri + 9 * order[i] + 3 * k;
+        const double d[3] = {v[0] - mean[0], v[1] - mean[1], v[2] - mean[2]};
+        for (int r = 0; r < 3; ++r)
+          for (int c = 0; c < 3; ++c) cov[r][c] += d[r] * d[c];
+      }
+    }
+    double w[3], vec[3][3];
+    symmetric_eigen3(cov, w, vec);
+    int idx[3] = {0, 1, 2};
+    std::sort(idx, idx + 3, [&w](int x, int y) { return w[x] > w[y]; });
+    double ax[3][3];
+    for (int k = 0; k < 2; ++k)
+      for (int r = 0; r < 3; ++r) ax[k][r] = vec[r][idx[k]];
+    // Right-handed: third axis = first x second.
+    ax[2][0] = ax[0][1] * ax[1][2] - ax[0][2] * ax[1][1];
+    ax[2][1] = ax[0][2] * ax[1][0] - ax[0][0] * ax[1][2];
+    ax[2][2] = ax[0][0] * ax[1][1] - ax[0][1] * ax[1][0];
+    T* out = obbs + kObbScalars * node;
+    double axr[3][3];  // axes as stored
+    for (int k = 0; k < 3; ++k)
+      for (int r = 0; r < 3; ++r) {
+        out[3 * k + r] = static_cast<T>(ax[k][r]);
+        axr[k][r] = static_cast<double>(out[3 * k + r]);
+      }
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int64_t i = begin; i < end; ++i)
+      for (int k = 0; k < 3; ++k) {
+        const T* v = tri + 9 * order[i] + 3 * k;
+        for (int a = 0; a < 3; ++a) {
+          const double s = axr[a][0] * v[0] + axr[a][1] * v[1] + axr[a][2] * v[2];
+          lo[a] = std::min(lo[a], s);
+          hi[a] = std::max(hi[a], s);
+        }
+      }
+    double centre[3] = {0, 0, 0};
+    for (int a = 0; a < 3; ++a)
+      for (int r = 0; r < 3; ++r) centre[r] += axr[a][r] * 0.5 * (lo[a] + hi[a]);
+    double cr[3];
+    for (int r = 0; r < 3; ++r) {
+      out[9 + r] = static_cast<T>(centre[r]);
+      cr[r] = static_cast<double>(out[9 + r]);
+    }
+    double half[3] = {0, 0, 0};
+    for (int64_t i = begin; i < end; ++i)
+      for (int k = 0; k < 3; ++k) {
+        const T* v = tri + 9 * order[i] + 3 * k;
+        for (int a = 0; a < 3; ++a) {
+          const double s = axr[a][0] * (v[0] - cr[0]) + axr[a][1] * (v[1] - cr[1]) +
+                           axr[a][2] * (v[2] - cr[2]);
+          half[a] = std::max(half[a], std::abs(s));
+        }
+      }
+    for (int a = 0; a < 3; ++a) {
+      const double grown = half[a] * (1.0 + 4.0 * std::numeric_limits<T>::epsilon());
+      T h = static_cast<T>(grown);
+      if (static_cast<double>(h) < grown) h = std::nextafter(h, std::numeric_limits<T>::infinity());
+      out[12 + a] = h;
+    }
+    return {ax[0][0], ax[0][1], ax[0][2]};
+  }
+
+  // Dipole of the node for the fast winding number: area vector, area-weighted centre, radius.
+  void fill_dipole(int64_t node, int64_t begin, int64_t end) {
     Vec3<T> lo = load3(tri + 9 * order[begin]), hi = lo;
     Vec3<T> area = make_vec3(T(0), T(0), T(0)), centre = area;
     T total = T(0);
@@ -58,35 +172,30 @@ struct Builder {
       load_tri(tri, order[i], v);
       for (int k = 0; k < 3; ++k) radius = std::max(radius, norm(v[k] - centre));
     }
-    store3(boxes + 6 * node, lo);
-    store3(boxes + 6 * node + 3, hi);
     store3(dipoles + 7 * node, area);
     store3(dipoles + 7 * node + 3, centre);
     dipoles[7 * node + 6] = radius;
   }
 
   void build(int64_t node, int64_t begin, int64_t end) {
-    fill_node(node, begin, end);
+    const Vec3<double> major = fit_obb(node, begin, end);
+    fill_dipole(node, begin, end);
     const int64_t n = end - begin;
     if (n <= kBvhLeafSize) {
       children[2 * node] = static_cast<int32_t>(-1 - begin);
       children[2 * node + 1] = static_cast<int32_t>(n);
       return;
     }
-    Vec3<T> lo = centroid[order[begin]], hi = lo;
-    for (int64_t i = begin + 1; i < end; ++i) {
+    // Median split of the centroids along the box's major axis (ties by index, so the build is
+    // deterministic).
+    for (int64_t i = begin; i < end; ++i) {
       const Vec3<T> c = centroid[order[i]];
-      lo = {std::min(lo.x, c.x), std::min(lo.y, c.y), std::min(lo.z, c.z)};
-      hi = {std::max(hi.x, c.x), std::max(hi.y, c.y), std::max(hi.z, c.z)};
+      key[order[i]] = major.x * c.x + major.y * c.y + major.z * c.z;
     }
-    const Vec3<T> ext = hi - lo;
-    const int axis = ext.x >= ext.y && ext.x >= ext.z ? 0 : (ext.y >= ext.z ? 1 : 2);
     const int64_t mid = begin + n / 2;
-    const Vec3<T>* cen = centroid;
-    std::nth_element(order + begin, order + mid, order + end, [cen, axis](int32_t a, int32_t b) {
-      const T ca = axis == 0 ? cen[a].x : (axis == 1 ? cen[a].y : cen[a].z);
-      const T cb = axis == 0 ? cen[b].x : (axis == 1 ? cen[b].y : cen[b].z);
-      return ca < cb || (ca == cb && a < b);
+    const double* k = key.data();
+    std::nth_element(order + begin, order + mid, order + end, [k](int32_t a, int32_t b) {
+      return k[a] < k[b] || (k[a] == k[b] && a < b);
     });
     const int64_t left = node + 1;
     const int64_t right = left + count_nodes(n / 2);
@@ -100,7 +209,7 @@ struct Builder {
 template <typename T>
 void build_all(const at::Tensor& vertices, const at::Tensor& faces, const int64_t* voff,
                const int64_t* foff, int64_t num_meshes, const int64_t* noff, at::Tensor& tris,
-               at::Tensor& tri_ids, at::Tensor& boxes, at::Tensor& children, at::Tensor& dipoles) {
+               at::Tensor& tri_ids, at::Tensor& obbs, at::Tensor& children, at::Tensor& dipoles) {
   const T* V = vertices.data_ptr<T>();
   const int64_t* Fc = faces.data_ptr<int64_t>();
   T* out_tris = tris.data_ptr<T>();
@@ -124,9 +233,10 @@ void build_all(const at::Tensor& vertices, const at::Tensor& faces, const int64_
       Builder<T> b{tri.data(),
                    centroid.data(),
                    order.data(),
-                   boxes.data_ptr<T>() + 6 * noff[m],
+                   obbs.data_ptr<T>() + kObbScalars * noff[m],
                    children.data_ptr<int32_t>() + 2 * noff[m],
-                   dipoles.data_ptr<T>() + 7 * noff[m]};
+                   dipoles.data_ptr<T>() + 7 * noff[m],
+                   std::vector<double>(nf)};
       b.build(0, 0, nf);
       for (int64_t i = 0; i < nf; ++i) {
         std::copy(tri.data() + 9 * order[i], tri.data() + 9 * order[i] + 9,
@@ -173,22 +283,22 @@ BuildMeshBvhOut build_mesh_bvh_cpu(const at::Tensor& vertices, const at::Tensor&
   const auto opt = vertices.options();
   at::Tensor tris = at::empty({faces.size(0), 3, 3}, opt);
   at::Tensor tri_ids = at::empty({faces.size(0)}, opt.dtype(at::kInt));
-  at::Tensor boxes = at::empty({nodes, 2, 3}, opt);
+  at::Tensor obbs = at::empty({nodes, 5, 3}, opt);
   at::Tensor children = at::empty({nodes, 2}, opt.dtype(at::kInt));
   at::Tensor dipoles = at::empty({nodes, 7}, opt);
   at::Tensor node_offsets = at::empty({num_meshes + 1}, opt.dtype(at::kLong));
   std::copy(noff.begin(), noff.end(), node_offsets.data_ptr<int64_t>());
   AT_DISPATCH_FLOATING_TYPES(vertices.scalar_type(), "build_mesh_bvh", [&] {
-    build_all<scalar_t>(vertices, faces, voff, foff, num_meshes, noff.data(), tris, tri_ids, boxes,
+    build_all<scalar_t>(vertices, faces, voff, foff, num_meshes, noff.data(), tris, tri_ids, obbs,
                         children, dipoles);
   });
-  return {tris, tri_ids, boxes, children, dipoles, node_offsets};
+  return {tris, tri_ids, obbs, children, dipoles, node_offsets};
 }
 
 TORCH_LIBRARY_FRAGMENT(contactnet, m) {
   m.def(
       "build_mesh_bvh(Tensor vertices, Tensor faces, Tensor vertex_offsets, Tensor face_offsets) "
-      "-> (Tensor tris, Tensor tri_ids, Tensor boxes, Tensor children, Tensor dipoles, "
+      "-> (Tensor tris, Tensor tri_ids, Tensor obbs, Tensor children, Tensor dipoles, "
       "Tensor node_offsets)");
 }
 

@@ -2,7 +2,7 @@
 // = (mesh ids_a[q] at poses_a[q], mesh ids_b[q] at poses_b[q]). float32 or float64; one device.
 //
 // Every op starts with the library's BVH tensors (from contactnet::build_mesh_bvh):
-//     tris (F, 3, 3) T, tri_ids (F,) int32, boxes (N, 2, 3) T, children (N, 2) int32,
+//     tris (F, 3, 3) T, tri_ids (F,) int32, obbs (N, 5, 3) T, children (N, 2) int32,
 //     dipoles (N, 7) T, node_offsets (M + 1,) int64, face_offsets (M + 1,) int64,
 //     ids_a (Q,) int64, ids_b (Q,) int64, poses_a (Q, 7) T, poses_b (Q, 7) T
 //     (poses [x, y, z, qw, qx, qy, qz] with unit quaternions; ids in [0, M))
@@ -36,13 +36,13 @@
 
 // The BVH tensors and queries every device entry point takes, and their bundle.
 #define CN_BVH_ARGS                                                                           \
-  const at::Tensor &tris, const at::Tensor &tri_ids, const at::Tensor &boxes,                \
+  const at::Tensor &tris, const at::Tensor &tri_ids, const at::Tensor &obbs,                  \
       const at::Tensor &children, const at::Tensor &dipoles, const at::Tensor &node_offsets, \
       const at::Tensor &face_offsets, const at::Tensor &ids_a, const at::Tensor &ids_b,      \
       const at::Tensor &poses_a, const at::Tensor &poses_b
 #define CN_BVH_PASS                                                                          \
   BvhTensors {                                                                               \
-    tris, tri_ids, boxes, children, dipoles, node_offsets, face_offsets, ids_a, ids_b, poses_a, \
+    tris, tri_ids, obbs, children, dipoles, node_offsets, face_offsets, ids_a, ids_b, poses_a, \
         poses_b                                                                              \
   }
 
@@ -53,16 +53,32 @@ using BlemRawOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at
                               at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 struct BvhTensors {
-  const at::Tensor &tris, &tri_ids, &boxes, &children, &dipoles, &node_offsets, &face_offsets;
+  const at::Tensor &tris, &tri_ids, &obbs, &children, &dipoles, &node_offsets, &face_offsets;
   const at::Tensor &ids_a, &ids_b, &poses_a, &poses_b;
 };
+
+// CPU value checks in one pass over the raw data (on other devices the Python wrapper checks):
+// ids in range, poses finite with a non-zero quaternion (the kernels normalise it).
+template <typename T>
+void check_query_poses(const at::Tensor& poses, const char* name) {
+  const T* p = poses.data_ptr<T>();
+  for (int64_t q = 0, n = poses.size(0); q < n; ++q, p += 7) {
+    bool finite = true;
+    for (int k = 0; k < 7; ++k) finite = finite && std::isfinite(p[k]);
+    TORCH_CHECK_VALUE(finite, name, ": contains NaN or Inf (query ", q, ")");
+    TORCH_CHECK_VALUE(p[3] != T(0) || p[4] != T(0) || p[5] != T(0) || p[6] != T(0), name,
+                      ": contains a zero quaternion (query ", q, ")");
+  }
+}
+
+inline void check_query_values(const BvhTensors& b, int64_t num_meshes);
 
 inline void check_query_inputs(const BvhTensors& b) {
   check_float_input(b.tris, "tris", {-1, 3, 3});
   check_input(b.tri_ids, "tri_ids", {b.tris.size(0)});
-  check_float_input(b.boxes, "boxes", {-1, 2, 3});
-  check_input(b.children, "children", {b.boxes.size(0), 2});
-  check_input(b.dipoles, "dipoles", {b.boxes.size(0), 7});
+  check_float_input(b.obbs, "obbs", {-1, 5, 3});
+  check_input(b.children, "children", {b.obbs.size(0), 2});
+  check_input(b.dipoles, "dipoles", {b.obbs.size(0), 7});
   check_input(b.node_offsets, "node_offsets", {-1});
   check_input(b.face_offsets, "face_offsets", {b.node_offsets.size(0)});
   check_input(b.ids_a, "ids_a", {-1});
@@ -75,28 +91,37 @@ inline void check_query_inputs(const BvhTensors& b) {
                   b.face_offsets.scalar_type() == at::kLong &&
                   b.ids_a.scalar_type() == at::kLong && b.ids_b.scalar_type() == at::kLong,
               "node_offsets, face_offsets, ids_a, ids_b: expected int64");
-  const at::Tensor* all[] = {&b.tri_ids, &b.boxes, &b.children, &b.dipoles, &b.node_offsets,
+  const at::Tensor* all[] = {&b.tri_ids, &b.obbs, &b.children, &b.dipoles, &b.node_offsets,
                              &b.face_offsets, &b.ids_a, &b.ids_b, &b.poses_a, &b.poses_b};
   for (const at::Tensor* t : all)
     TORCH_CHECK(t->device() == b.tris.device(), "mesh query inputs must share one device, got ",
                 t->device(), " and ", b.tris.device());
-  for (const at::Tensor* t : {&b.boxes, &b.dipoles, &b.poses_a, &b.poses_b})
+  for (const at::Tensor* t : {&b.obbs, &b.dipoles, &b.poses_a, &b.poses_b})
     TORCH_CHECK(t->scalar_type() == b.tris.scalar_type(),
                 "mesh query float inputs must share one dtype");
   const int64_t num_meshes = b.node_offsets.size(0) - 1;
   TORCH_CHECK(num_meshes >= 1, "mesh query: the library has no meshes");
-  if (b.ids_a.is_cpu() && b.ids_a.numel() > 0) {
-    for (const at::Tensor* t : {&b.ids_a, &b.ids_b}) {
-      const int64_t lo = t->min().item<int64_t>(), hi = t->max().item<int64_t>();
-      TORCH_CHECK(lo >= 0 && hi < num_meshes, "mesh ids must lie in [0, ", num_meshes,
-                  "), got [", lo, ", ", hi, "]");
-    }
+  if (b.ids_a.is_cpu()) check_query_values(b, num_meshes);
+}
+
+inline void check_query_values(const BvhTensors& b, int64_t num_meshes) {
+  const char* names[2] = {"ids_a", "ids_b"};
+  const at::Tensor* ids[2] = {&b.ids_a, &b.ids_b};
+  for (int k = 0; k < 2; ++k) {
+    const int64_t* id = ids[k]->data_ptr<int64_t>();
+    for (int64_t q = 0, n = ids[k]->numel(); q < n; ++q)
+      TORCH_CHECK_VALUE(id[q] >= 0 && id[q] < num_meshes, names[k], ": mesh ids must lie in [0, ",
+                        num_meshes, "), got ", id[q], " (query ", q, ")");
   }
+  AT_DISPATCH_FLOATING_TYPES(b.poses_a.scalar_type(), "check_query_poses", [&] {
+    check_query_poses<scalar_t>(b.poses_a, "poses_a");
+    check_query_poses<scalar_t>(b.poses_b, "poses_b");
+  });
 }
 
 template <typename T>
 QueryInputs<T> query_inputs(const BvhTensors& b) {
-  return {{b.tris.data_ptr<T>(), b.tri_ids.data_ptr<int32_t>(), b.boxes.data_ptr<T>(),
+  return {{b.tris.data_ptr<T>(), b.tri_ids.data_ptr<int32_t>(), b.obbs.data_ptr<T>(),
            b.children.data_ptr<int32_t>(), b.dipoles.data_ptr<T>(),
            b.node_offsets.data_ptr<int64_t>(), b.face_offsets.data_ptr<int64_t>()},
           b.ids_a.data_ptr<int64_t>(),
@@ -140,15 +165,45 @@ at::Tensor mesh_collide_impl(const BvhTensors& b, double winding_threshold, doub
   return collide;
 }
 
-template <typename Launch>
-BlemRawOut blem_contacts_raw_impl(const BvhTensors& b, const at::Tensor& r_a,
-                                  const at::Tensor& r_b, const Launch& launch) {
+inline void check_blem_inputs(const BvhTensors& b, const at::Tensor& r_a, const at::Tensor& r_b) {
   check_query_inputs(b);
   const int64_t q = b.ids_a.size(0);
   check_float_input(r_a, "r_a", {q});
   check_float_input(r_b, "r_b", {q});
   check_same_device_dtype(r_a, "r_a", b.tris, "tris");
   check_same_device_dtype(r_b, "r_b", b.tris, "tris");
+}
+
+// The packed contact outputs for n contacts.
+struct BlemTensors {
+  at::Tensor points, normals, depths, distances, points_a, points_b, tri_a, tri_b, intersecting;
+
+  BlemTensors(int64_t n, const at::TensorOptions& opt)
+      : points(at::empty({n, 3}, opt)), normals(at::empty({n, 3}, opt)),
+        depths(at::empty({n}, opt)), distances(at::empty({n}, opt)),
+        points_a(at::empty({n, 3}, opt)), points_b(at::empty({n, 3}, opt)),
+        tri_a(at::empty({n}, opt.dtype(at::kLong))), tri_b(at::empty({n}, opt.dtype(at::kLong))),
+        intersecting(at::empty({n}, opt.dtype(at::kBool))) {}
+
+  template <typename T>
+  ContactOut<T> view() const {
+    return {points.data_ptr<T>(),   normals.data_ptr<T>(),  depths.data_ptr<T>(),
+            distances.data_ptr<T>(), points_a.data_ptr<T>(), points_b.data_ptr<T>(),
+            tri_a.data_ptr<int64_t>(), tri_b.data_ptr<int64_t>(), intersecting.data_ptr<bool>()};
+  }
+  BlemRawOut with_offsets(const at::Tensor& offsets) const {
+    return {points, normals, depths, distances, points_a, points_b, tri_a, tri_b, intersecting,
+            offsets};
+  }
+};
+
+// Two passes (count, then fill at the prefix-summed offsets): the layout for devices without
+// per-thread dynamic allocation. The CPU collects in one pass (mesh_query_cpu.cpp).
+template <typename Launch>
+BlemRawOut blem_contacts_raw_impl(const BvhTensors& b, const at::Tensor& r_a,
+                                  const at::Tensor& r_b, const Launch& launch) {
+  check_blem_inputs(b, r_a, r_b);
+  const int64_t q = b.ids_a.size(0);
   const auto opt = b.tris.options();
   at::Tensor counts = at::empty({q}, opt.dtype(at::kLong));
   at::Tensor offsets = at::zeros({q + 1}, opt.dtype(at::kLong));
@@ -159,27 +214,16 @@ BlemRawOut blem_contacts_raw_impl(const BvhTensors& b, const at::Tensor& r_a,
   });
   if (q > 0) offsets.narrow(0, 1, q).copy_(at::cumsum(counts, 0));
   const int64_t n = offsets[q].item<int64_t>();
-  at::Tensor points = at::empty({n, 3}, opt), normals = at::empty({n, 3}, opt),
-             depths = at::empty({n}, opt), distances = at::empty({n}, opt),
-             points_a = at::empty({n, 3}, opt), points_b = at::empty({n, 3}, opt),
-             tri_a = at::empty({n}, opt.dtype(at::kLong)),
-             tri_b = at::empty({n}, opt.dtype(at::kLong)),
-             intersecting = at::empty({n}, opt.dtype(at::kBool));
+  const BlemTensors out(n, opt);
   if (n > 0) {
     AT_DISPATCH_FLOATING_TYPES(b.tris.scalar_type(), "blem_contacts_fill", [&] {
-      ContactOut<scalar_t> out{points.data_ptr<scalar_t>(),   normals.data_ptr<scalar_t>(),
-                               depths.data_ptr<scalar_t>(),   distances.data_ptr<scalar_t>(),
-                               points_a.data_ptr<scalar_t>(), points_b.data_ptr<scalar_t>(),
-                               tri_a.data_ptr<int64_t>(),     tri_b.data_ptr<int64_t>(),
-                               intersecting.data_ptr<bool>()};
       launch(b.tris, q,
              BlemFillFunctor<scalar_t>{query_inputs<scalar_t>(b), r_a.data_ptr<scalar_t>(),
                                        r_b.data_ptr<scalar_t>(), offsets.data_ptr<int64_t>(),
-                                       out});
+                                       out.view<scalar_t>()});
     });
   }
-  return {points, normals, depths, distances, points_a, points_b, tri_a, tri_b, intersecting,
-          offsets};
+  return out.with_offsets(offsets);
 }
 
 }  // namespace contactnet

@@ -10,6 +10,7 @@
 #include "common/bvh.h"
 #include "common/distance.h"
 #include "common/rigid.h"
+#include "common/tri_intersect.h"
 
 namespace contactnet {
 
@@ -27,7 +28,7 @@ template <typename T>
 struct QueryFrame {
   MeshBvh<T> a, b;
   Rigid<T> pose_a;
-  BoxFrame<T> f;
+  Rigid<T> f;  // B's frame into A's
 };
 
 template <typename T>
@@ -35,8 +36,8 @@ CN_HD QueryFrame<T> query_frame(const QueryInputs<T>& in, int64_t q) {
   QueryFrame<T> qf;
   qf.a = mesh_bvh(in.bvh, in.ids_a[q]);
   qf.b = mesh_bvh(in.bvh, in.ids_b[q]);
-  qf.pose_a = load_pose(in.poses_a + 7 * q);
-  qf.f = make_box_frame(relative(qf.pose_a, load_pose(in.poses_b + 7 * q)));
+  qf.pose_a = load_pose_normalized(in.poses_a + 7 * q);
+  qf.f = relative(qf.pose_a, load_pose_normalized(in.poses_b + 7 * q));
   return qf;
 }
 
@@ -64,15 +65,101 @@ CN_HD T tri_box_gap(const TriBox<T>& a, const TriBox<T>& b) {
   return g;
 }
 
-// B's leaf triangles moved into A's frame, and their boxes there.
+// Plane of a triangle (unit normal n, n . x = d); ok is false for a triangle without one.
 template <typename T>
-CN_HD void load_leaf_b(const QueryFrame<T>& qf, int first, int count, Vec3<T> out[][3], TriBox<T> boxes[]) {
+struct TriPlane {
+  Vec3<T> n;
+  T d;
+  bool ok;
+};
+template <typename T>
+CN_HD TriPlane<T> tri_plane(const Vec3<T> t[3]) {
+  const Vec3<T> n = cross(t[1] - t[0], t[2] - t[0]);
+  const T l2 = norm2(n);
+  if (!(l2 > T(0))) return {n, T(0), false};
+  const Vec3<T> u = (T(1) / sqrt(l2)) * n;
+  return {u, dot(u, t[0]), true};
+}
+// When triangle t lies strictly on one side of plane p, the distance from t to any set in p (the
+// plane's own triangle) is at least min |n . x - d| over t's vertices; otherwise 0.
+template <typename T>
+CN_HD T plane_gap(const TriPlane<T>& p, const Vec3<T> t[3]) {
+  if (!p.ok) return T(0);
+  const T s0 = dot(p.n, t[0]) - p.d, s1 = dot(p.n, t[1]) - p.d, s2 = dot(p.n, t[2]) - p.d;
+  if (s0 > T(0) && s1 > T(0) && s2 > T(0)) return min_(s0, min_(s1, s2));
+  if (s0 < T(0) && s1 < T(0) && s2 < T(0)) return -max_(s0, max_(s1, s2));
+  return T(0);
+}
+
+// A leaf triangle in A's frame with what the leaf culls need.
+template <typename T>
+struct LeafTri {
+  Vec3<T> v[3];
+  TriBox<T> box;
+  TriPlane<T> plane;
+};
+template <typename T>
+CN_HD void finish_leaf_tri(LeafTri<T>& t, bool with_plane) {
+  t.box = tri_box(t.v);
+  if (with_plane) t.plane = tri_plane(t.v);
+}
+template <typename T>
+CN_HD void load_leaf_a(const QueryFrame<T>& qf, int i, LeafTri<T>& out) {
+  load_tri(qf.a.tris, i, out.v);
+  finish_leaf_tri(out, true);
+}
+// B's leaf triangles moved into A's frame (planes only when the caller culls with them).
+template <typename T>
+CN_HD void load_leaf_b(const QueryFrame<T>& qf, int first, int count, LeafTri<T> out[],
+                       bool with_planes = true) {
   for (int j = 0; j < count; ++j) {
-    load_tri(qf.b.tris, first + j, out[j]);
-    for (int k = 0; k < 3; ++k) out[j][k] = apply(qf.f.b_in_a, out[j][k]);
-    boxes[j] = tri_box(out[j]);
+    load_tri(qf.b.tris, first + j, out[j].v);
+    for (int k = 0; k < 3; ++k) out[j].v[k] = apply(qf.f, out[j].v[k]);
+    finish_leaf_tri(out[j], with_planes);
   }
 }
+
+// Lower bound on the distance of two leaf triangles: the gap of their boxes, and of each one to
+// the other's plane when it lies on one side (the common case for facing surfaces in near
+// contact, where tilted triangles' boxes overlap), less a rounding slack.
+template <typename T>
+CN_HD T leaf_pair_gap(const LeafTri<T>& a, const LeafTri<T>& b) {
+  T g = tri_box_gap(a.box, b.box);
+  g = max_(g, plane_gap(b.plane, a.v));
+  g = max_(g, plane_gap(a.plane, b.v));
+  const T scale = abs_(a.v[0].x) + abs_(a.v[0].y) + abs_(a.v[0].z) + abs_(b.v[0].x) +
+                  abs_(b.v[0].y) + abs_(b.v[0].z) + (a.box.hi.x - a.box.lo.x) +
+                  (a.box.hi.y - a.box.lo.y) + (a.box.hi.z - a.box.lo.z);
+  return g - BoxSlack<T>::rel * scale;
+}
+
+// ---- surfaces intersect? (boolean, first hit) -------------------------------------------------
+template <typename T>
+struct IntersectVisitor {
+  const QueryFrame<T>& qf;
+  int hit_a, hit_b;  // leaf-order rows of the first intersecting pair found
+  CN_HD T threshold() const { return T(0); }
+  // 1 (> threshold, pruned) when a separating axis exists.
+  CN_HD T bound(const ObbRel<T>& r) const { return obb_disjoint(r) ? T(1) : T(0); }
+  CN_HD bool leaf(int fa, int na, int fb, int nb) {
+    LeafTri<T> Bs[kBvhLeafSize];
+    load_leaf_b(qf, fb, nb, Bs, false);
+    for (int i = 0; i < na; ++i) {
+      Vec3<T> A[3];
+      load_tri(qf.a.tris, fa + i, A);
+      const TriBox<T> box_a = tri_box(A);
+      // The box gap culls; triangles_intersect starts with the (exact) plane tests itself.
+      for (int j = 0; j < nb; ++j) {
+        if (!(tri_box_gap(box_a, Bs[j].box) > T(0)) && triangles_intersect(A, Bs[j].v)) {
+          hit_a = fa + i;
+          hit_b = fb + j;
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+};
 
 // ---- minimum distance (branch and bound) ------------------------------------------------------
 template <typename T>
@@ -83,26 +170,30 @@ struct DistanceVisitor {
   int64_t ta, tb;
 
   CN_HD T threshold() const { return best; }
+  CN_HD T bound(const ObbRel<T>& r) const { return obb_distance_lower_bound(r, best); }
+  // Exact distance of A's triangle i and B's triangle j (leaf-order rows, B's in A's frame);
+  // returns true when it is 0 (nothing can be closer).
+  CN_HD bool try_pair(const Vec3<T> A[3], const Vec3<T> B[3], int i, int j) {
+    const TriangleTriangleResult<T> r = triangle_triangle_closest(A, B);
+    const T d = sqrt(r.dist2);
+    if (d < best) {
+      best = d;
+      pa = r.wa[0] * A[0] + r.wa[1] * A[1] + r.wa[2] * A[2];
+      pb = r.intersecting ? pa : r.wb[0] * B[0] + r.wb[1] * B[1] + r.wb[2] * B[2];
+      ta = qf.a.tri_ids[i];
+      tb = qf.b.tri_ids[j];
+    }
+    return !(d > T(0));
+  }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
-    Vec3<T> B[kBvhLeafSize][3];
-    TriBox<T> boxes_b[kBvhLeafSize];
-    load_leaf_b(qf, fb, nb, B, boxes_b);
+    LeafTri<T> Bs[kBvhLeafSize];
+    load_leaf_b(qf, fb, nb, Bs);
     for (int i = 0; i < na; ++i) {
-      Vec3<T> A[3];
-      load_tri(qf.a.tris, fa + i, A);
-      const TriBox<T> box_a = tri_box(A);
+      LeafTri<T> At;
+      load_leaf_a(qf, fa + i, At);
       for (int j = 0; j < nb; ++j) {
-        if (tri_box_gap(box_a, boxes_b[j]) >= best) continue;  // cannot get strictly closer
-        const TriangleTriangleResult<T> r = triangle_triangle_closest(A, B[j]);
-        const T d = sqrt(r.dist2);
-        if (d < best) {
-          best = d;
-          pa = r.wa[0] * A[0] + r.wa[1] * A[1] + r.wa[2] * A[2];
-          pb = r.intersecting ? pa : r.wb[0] * B[j][0] + r.wb[1] * B[j][1] + r.wb[2] * B[j][2];
-          ta = qf.a.tri_ids[fa + i];
-          tb = qf.b.tri_ids[fb + j];
-          if (!(d > T(0))) return true;  // intersecting: nothing can be closer
-        }
+        if (leaf_pair_gap(At, Bs[j]) >= best) continue;  // cannot get strictly closer
+        if (try_pair(At.v, Bs[j].v, fa + i, fb + j)) return true;
       }
     }
     return false;
@@ -122,7 +213,20 @@ struct MeshDistanceFunctor {
   CN_HD void operator()(int64_t q) const {
     const QueryFrame<T> qf = query_frame(in, q);
     DistanceVisitor<T> v{qf, upper_bound, {T(0), T(0), T(0)}, {T(0), T(0), T(0)}, -1, -1};
-    dual_traverse(qf.a, qf.b, qf.f, v);
+    // Intersecting surfaces first, by the boolean traversal: where the surfaces cross, every
+    // distance bound near the crossing is 0 and the branch and bound wanders among them, while
+    // the separating-axis tests prune and the first hit ends the search. On separated surfaces
+    // it costs little next to the branch and bound.
+    IntersectVisitor<T> hit{qf, -1, -1};
+    bool done = false;
+    if (dual_traverse(qf.a, qf.b, qf.f, hit)) {
+      Vec3<T> A[3], B[3];
+      load_tri(qf.a.tris, hit.hit_a, A);
+      load_tri(qf.b.tris, hit.hit_b, B);
+      for (int k = 0; k < 3; ++k) B[k] = apply(qf.f, B[k]);
+      done = v.try_pair(A, B, hit.hit_a, hit.hit_b);
+    }
+    if (!done) dual_traverse(qf.a, qf.b, qf.f, v);
     distance[q] = v.best;
     tri_a[q] = v.ta;
     tri_b[q] = v.tb;
@@ -139,26 +243,6 @@ struct MeshDistanceFunctor {
 
 // ---- collision: surfaces intersect, or one contains the other ---------------------------------
 template <typename T>
-struct IntersectVisitor {
-  const QueryFrame<T>& qf;
-  CN_HD T threshold() const { return T(0); }
-  CN_HD bool leaf(int fa, int na, int fb, int nb) {
-    Vec3<T> B[kBvhLeafSize][3];
-    TriBox<T> boxes_b[kBvhLeafSize];
-    load_leaf_b(qf, fb, nb, B, boxes_b);
-    for (int i = 0; i < na; ++i) {
-      Vec3<T> A[3];
-      load_tri(qf.a.tris, fa + i, A);
-      const TriBox<T> box_a = tri_box(A);
-      for (int j = 0; j < nb; ++j)
-        if (!(tri_box_gap(box_a, boxes_b[j]) > T(0)) && !(triangle_triangle_closest(A, B[j]).dist2 > T(0)))
-          return true;
-    }
-    return false;
-  }
-};
-
-template <typename T>
 struct MeshCollideFunctor {
   QueryInputs<T> in;
   T winding_threshold;  // 0.5
@@ -167,7 +251,7 @@ struct MeshCollideFunctor {
 
   CN_HD void operator()(int64_t q) const {
     const QueryFrame<T> qf = query_frame(in, q);
-    IntersectVisitor<T> v{qf};
+    IntersectVisitor<T> v{qf, -1, -1};
     if (dual_traverse(qf.a, qf.b, qf.f, v)) {
       collide[q] = true;
       return;
@@ -175,17 +259,26 @@ struct MeshCollideFunctor {
     // Surfaces apart: the objects collide iff one contains the other, and then it contains every
     // point of the other, so one vertex each way decides.
     const Vec3<T> va = load3(qf.a.tris);  // A's frame
-    const Vec3<T> va_in_b = mul_t(qf.f.b_in_a.R, va - qf.f.b_in_a.t);
+    const Vec3<T> va_in_b = mul_t(qf.f.R, va - qf.f.t);
     if (winding_number(qf.b, va_in_b, beta) >= winding_threshold) {
       collide[q] = true;
       return;
     }
-    const Vec3<T> vb_in_a = apply(qf.f.b_in_a, load3(qf.b.tris));
+    const Vec3<T> vb_in_a = apply(qf.f, load3(qf.b.tris));
     collide[q] = winding_number(qf.a, vb_in_a, beta) >= winding_threshold;
   }
 };
 
 // ---- BLEM contacts: every triangle pair with d(tA, tB) <= rA + rB -----------------------------
+// One contact in the world frame.
+template <typename T>
+struct WorldContact {
+  Vec3<T> point, normal, xa, xb;
+  T depth, distance;
+  int64_t tri_a, tri_b;
+  bool intersecting;
+};
+
 // Raw contact outputs, packed: query q owns rows offsets[q] .. offsets[q+1).
 template <typename T>
 struct ContactOut {
@@ -198,44 +291,72 @@ struct ContactOut {
   int64_t* tri_a;    // (N,)
   int64_t* tri_b;    // (N,)
   bool* intersecting;  // (N,)
+
+  CN_HD void store(int64_t k, const WorldContact<T>& c) const {
+    store3(points + 3 * k, c.point);
+    store3(normals + 3 * k, c.normal);
+    store3(points_a + 3 * k, c.xa);
+    store3(points_b + 3 * k, c.xb);
+    depths[k] = c.depth;
+    distances[k] = c.distance;
+    tri_a[k] = c.tri_a;
+    tri_b[k] = c.tri_b;
+    intersecting[k] = c.intersecting;
+  }
 };
 
+// Where a query's contacts go. CountSink only counts (the first of the two passes a device
+// without dynamic allocation needs); PackedSink writes contact k of the query to row base + k
+// (the second pass). The CPU collects in one pass instead (mesh_query_cpu.cpp).
+struct CountSink {
+  static constexpr bool kStores = false;
+  template <typename T>
+  CN_HD void emit(int64_t, const WorldContact<T>&) {}
+};
 template <typename T>
+struct PackedSink {
+  static constexpr bool kStores = true;
+  ContactOut<T> out;
+  int64_t base;
+  CN_HD void emit(int64_t k, const WorldContact<T>& c) { out.store(base + k, c); }
+};
+
+template <typename T, typename Sink>
 struct BlemVisitor {
   const QueryFrame<T>& qf;
   T ra, rb;
+  Sink& sink;
   int64_t count;
-  bool fill;          // false: count only
-  int64_t base;       // first output row of this query
-  ContactOut<T> out;
 
   CN_HD T threshold() const { return ra + rb; }
+  CN_HD T bound(const ObbRel<T>& r) const { return obb_distance_lower_bound(r, ra + rb); }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
-    Vec3<T> B[kBvhLeafSize][3];
-    TriBox<T> boxes_b[kBvhLeafSize];
-    load_leaf_b(qf, fb, nb, B, boxes_b);
+    LeafTri<T> Bs[kBvhLeafSize];
+    load_leaf_b(qf, fb, nb, Bs);
     const T r = ra + rb;
     for (int i = 0; i < na; ++i) {
-      Vec3<T> A[3];
-      load_tri(qf.a.tris, fa + i, A);
-      const TriBox<T> box_a = tri_box(A);
+      LeafTri<T> At;
+      load_leaf_a(qf, fa + i, At);
+      const Vec3<T>* A = At.v;
       for (int j = 0; j < nb; ++j) {
-        if (tri_box_gap(box_a, boxes_b[j]) > r) continue;
-        const TriangleTriangleResult<T> res = triangle_triangle_closest(A, B[j]);
+        if (leaf_pair_gap(At, Bs[j]) > r) continue;
+        const Vec3<T>* B = Bs[j].v;
+        const TriangleTriangleResult<T> res = triangle_triangle_closest(A, B);
         if (!(sqrt(res.dist2) <= r)) continue;
-        if (fill) {
-          const BlemContact<T> c = blem_contact(A, B[j], res, ra, rb);
-          const int64_t k = base + count;
-          const Mat3<T>& R = qf.pose_a.R;
-          store3(out.points + 3 * k, apply(qf.pose_a, c.point));
-          store3(out.normals + 3 * k, mul(R, c.normal));
-          store3(out.points_a + 3 * k, apply(qf.pose_a, c.xa));
-          store3(out.points_b + 3 * k, apply(qf.pose_a, c.xb));
-          out.depths[k] = c.depth;
-          out.distances[k] = c.distance;
-          out.tri_a[k] = qf.a.tri_ids[fa + i];
-          out.tri_b[k] = qf.b.tri_ids[fb + j];
-          out.intersecting[k] = c.intersecting;
+        if constexpr (Sink::kStores) {
+          const BlemContact<T> c = blem_contact(A, B, res, ra, rb);
+          const Rigid<T>& P = qf.pose_a;
+          WorldContact<T> w;
+          w.point = apply(P, c.point);
+          w.normal = mul(P.R, c.normal);
+          w.xa = apply(P, c.xa);
+          w.xb = apply(P, c.xb);
+          w.depth = c.depth;
+          w.distance = c.distance;
+          w.tri_a = qf.a.tri_ids[fa + i];
+          w.tri_b = qf.b.tri_ids[fb + j];
+          w.intersecting = c.intersecting;
+          sink.emit(count, w);
         }
         ++count;
       }
@@ -243,6 +364,16 @@ struct BlemVisitor {
     return false;
   }
 };
+
+// Runs one query's BLEM traversal into `sink`; returns its contact count.
+template <typename T, typename Sink>
+CN_HD int64_t blem_query(const QueryInputs<T>& in, const T* ra, const T* rb, int64_t q,
+                         Sink& sink) {
+  const QueryFrame<T> qf = query_frame(in, q);
+  BlemVisitor<T, Sink> v{qf, ra[q], rb[q], sink, 0};
+  dual_traverse(qf.a, qf.b, qf.f, v);
+  return v.count;
+}
 
 template <typename T>
 struct BlemCountFunctor {
@@ -252,10 +383,8 @@ struct BlemCountFunctor {
   int64_t* counts;  // (Q,)
 
   CN_HD void operator()(int64_t q) const {
-    const QueryFrame<T> qf = query_frame(in, q);
-    BlemVisitor<T> v{qf, ra[q], rb[q], 0, false, 0, {}};
-    dual_traverse(qf.a, qf.b, qf.f, v);
-    counts[q] = v.count;
+    CountSink sink;
+    counts[q] = blem_query(in, ra, rb, q, sink);
   }
 };
 
@@ -268,9 +397,8 @@ struct BlemFillFunctor {
   ContactOut<T> out;
 
   CN_HD void operator()(int64_t q) const {
-    const QueryFrame<T> qf = query_frame(in, q);
-    BlemVisitor<T> v{qf, ra[q], rb[q], 0, true, offsets[q], out};
-    dual_traverse(qf.a, qf.b, qf.f, v);
+    PackedSink<T> sink{out, offsets[q]};
+    blem_query(in, ra, rb, q, sink);
   }
 };
 

@@ -8,6 +8,10 @@
 //     weights_a (N, 3) barycentric weights of point_a on tri_a's vertices
 //     weights_b (N, 3) barycentric weights of point_b on tri_b's vertices
 //
+// contactnet::triangle_intersect(Tensor tri_a, Tensor tri_b)
+//     tri_a, tri_b: (N, 3, 3)
+//  -> intersect (N,) bool: the triangles intersect or touch (false for non-finite input)
+//
 // contactnet::point_triangle_distance(Tensor points, Tensor triangles)
 //     points (N, 3), triangles (N, 3, 3)
 //  -> distance (N,), closest (N, 3) point on the triangle, type (N,) int8 PointTriangleType,
@@ -60,6 +64,24 @@ TriangleDistanceOut triangle_distance_impl(const at::Tensor& tri_a, const at::Te
                weights_b.data_ptr<scalar_t>()});
   });
   return {distance, point_a, point_b, weights_a, weights_b};
+}
+
+template <typename Launch>
+at::Tensor triangle_intersect_impl(const at::Tensor& tri_a, const at::Tensor& tri_b,
+                                   const Launch& launch) {
+  check_float_input(tri_a, "tri_a", {-1, 3, 3});
+  check_float_input(tri_b, "tri_b", {-1, 3, 3});
+  check_same_device_dtype(tri_a, "tri_a", tri_b, "tri_b");
+  check_same_batch(tri_a, "tri_a", tri_b, "tri_b");
+  const int64_t n = tri_a.size(0);
+  at::Tensor intersect = at::empty({n}, tri_a.options().dtype(at::kBool));
+  AT_DISPATCH_FLOATING_TYPES(tri_a.scalar_type(), "triangle_intersect", [&] {
+    launch(tri_a, n,
+           TriangleIntersectFunctor<scalar_t>{tri_a.data_ptr<scalar_t>(),
+                                              tri_b.data_ptr<scalar_t>(),
+                                              intersect.data_ptr<bool>()});
+  });
+  return intersect;
 }
 
 template <typename Launch>

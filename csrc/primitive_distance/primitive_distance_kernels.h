@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common/distance.h"
+#include "common/tri_intersect.h"
 
 namespace contactnet {
 
@@ -52,6 +53,25 @@ struct TriangleDistanceFunctor {
       weights_a[3 * i + k] = r.wa[k];
       weights_b[3 * i + k] = r.wb[k];
     }
+  }
+};
+
+// Boolean intersection (common/tri_intersect.h); false when a coordinate is not finite.
+template <typename T>
+struct TriangleIntersectFunctor {
+  const T* tri_a;   // (N, 3, 3)
+  const T* tri_b;   // (N, 3, 3)
+  bool* intersect;  // (N,)
+
+  CN_HD void operator()(int64_t i) const {
+    Vec3<T> A[3], B[3];
+    bool finite = true;
+    for (int k = 0; k < 3; ++k) {
+      A[k] = load3(tri_a + 9 * i + 3 * k);
+      B[k] = load3(tri_b + 9 * i + 3 * k);
+      finite = finite && is_finite(A[k]) && is_finite(B[k]);
+    }
+    intersect[i] = finite && triangles_intersect(A, B);
   }
 };
 

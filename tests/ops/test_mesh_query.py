@@ -69,15 +69,22 @@ def test_bvh_layout(lib64):
         mesh = lib64[m]
         assert torch.allclose(bvh.tris[f0:f1], mesh.triangles[bvh.tri_ids[f0:f1].long()])
         n0, n1 = (int(x) for x in bvh.node_offsets[m : m + 2])
-        boxes, children = bvh.boxes[n0:n1], bvh.children[n0:n1]
-        for n in range(n1 - n0):
+        obbs, children = bvh.obbs[n0:n1], bvh.children[n0:n1]
+
+        def subtree(n):  # (first, end) triangle rows of node n's subtree (pre-order layout)
             c0, c1 = (int(x) for x in children[n])
             if c0 < 0:
-                t = bvh.tris[f0 - 1 - c0 + 0 : f0 - 1 - c0 + c1].reshape(-1, 3)
-                assert (t >= boxes[n, 0] - 1e-12).all() and (t <= boxes[n, 1] + 1e-12).all()
-            else:
-                for c in (c0, c1):
-                    assert (boxes[c, 0] >= boxes[n, 0]).all() and (boxes[c, 1] <= boxes[n, 1]).all()
+                return -1 - c0, -1 - c0 + c1
+            return subtree(c0)[0], subtree(c1)[1]
+
+        for n in range(n1 - n0):
+            axes, centre, half = obbs[n, :3], obbs[n, 3], obbs[n, 4]
+            torch.testing.assert_close(axes @ axes.T, torch.eye(3, dtype=axes.dtype), atol=1e-12, rtol=0)
+            assert float(torch.linalg.det(axes)) > 0, "right-handed"
+            first, end = subtree(n)
+            t = bvh.tris[f0 + first : f0 + end].reshape(-1, 3)
+            local = (t - centre) @ axes.T  # coordinates along the box axes
+            assert (local.abs() <= half).all(), "the node's box holds its subtree's triangles"
 
 
 @pytest.mark.parametrize("case", ["touching", "interpenetrating", "nested", "far"])
@@ -567,7 +574,7 @@ def test_bad_input(lib64):
         blem_contacts(lib64, [0], [1], p, p, 0.0, 0.0, max_contacts=0)
     with pytest.raises(TypeError, match="lib"):
         mesh_distance("lib", [0], [1], p, p)
-    with pytest.raises(RuntimeError, match="mesh ids"):  # direct op calls are checked in C++ too
+    with pytest.raises((RuntimeError, ValueError), match="mesh ids"):  # direct op calls are checked in C++ too
         torch.ops.contactnet.mesh_distance(*lib64.bvh, torch.tensor([7]), torch.tensor([0]), p, p, 1.0)
 
 
