@@ -146,7 +146,7 @@ def main() -> None:
     if args.quick:
         args.envs, args.steps, args.contacts = [1, 4], 10, 200
     rows = []
-    for name, warm in (("bowl", 60), ("stack", 50)):
+    for name, warm in (("bowl", 40), ("stack", 50)):
         for envs in args.envs:
             row = {"scene": name, "envs": envs, **time_ours(name, envs, args.dt, warm, args.steps)}
             mj = time_mujoco(name, envs, args.dt, warm, args.steps)
