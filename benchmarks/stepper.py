@@ -3,7 +3,8 @@ scene (LOCC §IV-B: a kinematic bowl shaken along x with two procedural objects 
 Hauser's 10-cube stack, with Newton iterations and contacts per step; then LOCC's Table II
 fidelity statistics (min-|sd| at 600 contacts) for both simulators on the bowl scene.
 
-    python benchmarks/stepper.py [--quick] [--envs 1 4 16 64] [--steps 20] [--threads N] [--out FILE]
+    python benchmarks/stepper.py [--quick] [--envs 1 4 16 64] [--steps 20] [--scenes bowl stack]
+                                 [--fidelity-envs 4] [--contacts 600] [--threads N] [--out FILE]
 
 Timing: each environment count is warmed up (the objects land in the bowl, the stack settles),
 then `--steps` steps are timed. MuJoCo steps the same scenes (meshes collide as convex hulls),
@@ -137,6 +138,8 @@ def main() -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--dt", type=float, default=0.01)
+    parser.add_argument("--scenes", nargs="+", default=["bowl", "stack"], choices=["bowl", "stack"])
+    parser.add_argument("--fidelity-envs", type=int, default=4, help="environments for the Table II run")
     parser.add_argument("--contacts", type=int, default=600)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", default=None)
@@ -147,6 +150,8 @@ def main() -> None:
         args.envs, args.steps, args.contacts = [1, 4], 10, 200
     rows = []
     for name, warm in (("bowl", 40), ("stack", 50)):
+        if name not in args.scenes:
+            continue
         for envs in args.envs:
             row = {"scene": name, "envs": envs, **time_ours(name, envs, args.dt, warm, args.steps)}
             mj = time_mujoco(name, envs, args.dt, warm, args.steps)
@@ -159,7 +164,7 @@ def main() -> None:
             print()
     print_table(rows, ["scene", "envs", "env_steps_per_s", "newton_iterations", "contacts",
                        "mujoco_env_steps_per_s", "ratio_vs_mujoco"])
-    fid = fidelity(4, args.dt, args.contacts, max_steps=400)
+    fid = fidelity(args.fidelity_envs, args.dt, args.contacts, max_steps=400)
     print("\nmin-|sd| at contacts on the bowl scene (metres; LOCC Table II):")
     table = [{"simulator": k, "average": v[0], "top10_average": v[1], "maximum": v[2], "samples": 600}
              for k, v in PAPER_TABLE_II.items()]
