@@ -91,8 +91,11 @@ class Scene:
             if value is not None and not (np.isfinite(value) and value >= (0 if label == "friction" else 1e-300)):
                 raise ValueError(f"{label}: expected a finite {'non-negative' if label == 'friction' else 'positive'}"
                                  f" number, got {value!r}")
-        props = mass_properties(mesh.vertices.numpy(), mesh.faces.numpy(), density, mass) if kind == "dynamic" \
-            else mass_properties(mesh.vertices.numpy(), mesh.faces.numpy(), density, mass if mass else 1.0)
+        v, f = mesh.vertices.numpy(), mesh.faces.numpy()
+        if kind == "dynamic" or mass is not None or _encloses_volume(v, f):
+            props = mass_properties(v, f, density, mass)
+        else:  # a scripted open mesh: its mass only scales how stiffly a kinematic body is held
+            props = mass_properties(v, f, density, 1.0)
         self.bodies.append(Body(mesh, pose, velocity, kind, props, friction, trajectory, name))
         return len(self.bodies) - 1
 
@@ -105,6 +108,14 @@ class Scene:
 
     def __len__(self) -> int:
         return len(self.bodies)
+
+
+def _encloses_volume(v, f) -> bool:
+    try:
+        mass_properties(v, f, 1.0, None)
+        return True
+    except ValueError:
+        return False
 
 
 def _as_mesh(mesh, name) -> Mesh:
