@@ -16,16 +16,18 @@ def best_time(fn: Callable[[], object], repeats: int = 3, warmup: int = 1) -> fl
     """Smallest wall time of `repeats` calls (after `warmup` calls), in seconds."""
     for _ in range(warmup):
         fn()
-    best = float("inf")
-    for _ in range(repeats):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - start)
-    return best
+    return min(wall_time(fn) for _ in range(repeats))
+
+
+def wall_time(fn: Callable[[], object]) -> float:
+    """Seconds one call of `fn` takes, with the GPU synchronised before and after."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
 
 
 def machine_info() -> dict:

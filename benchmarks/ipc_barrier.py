@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import print_table, write_json  # noqa: E402
+from benchmarks.common import print_table, wall_time, write_json  # noqa: E402
 from contactnet.ops import ipc  # noqa: E402
 from contactnet.ops.reference.ipc import stacked_sheets  # noqa: E402
 
@@ -51,13 +51,7 @@ def interleaved_best(fns: dict[str, Callable[[], object]], repeats: int, warmup:
     best = dict.fromkeys(fns, float("inf"))
     for _ in range(repeats):
         for name, fn in fns.items():
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            fn()
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            best[name] = min(best[name], time.perf_counter() - start)
+            best[name] = min(best[name], wall_time(fn))
     return best
 
 

@@ -148,6 +148,25 @@ CN_HD ObbRel<T> obb_rel(const FixedB<T>& fb, const T* a) {
   return r;
 }
 
+template <typename T>
+CN_HD void abs_matrix(const T (&C)[3][3], T (&X)[3][3]) {
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) X[i][j] = abs_(C[i][j]);
+}
+
+// Gap between the boxes along a's face normal k: |ta_k| - ha_k - sum_j hb_j |C_kj| (X = |C|).
+template <typename T>
+CN_HD T face_gap_a(const ObbRel<T>& r, const T (&X)[3][3], int k) {
+  return abs_(r.ta[k]) - r.ha[k] - (r.hb[0] * X[k][0] + r.hb[1] * X[k][1] + r.hb[2] * X[k][2]);
+}
+
+// Gap along b's face normal k, with tb_k = b_k . d = sum_i C_ik ta_i.
+template <typename T>
+CN_HD T face_gap_b(const ObbRel<T>& r, const T (&X)[3][3], int k) {
+  const T tb = r.C[0][k] * r.ta[0] + r.C[1][k] * r.ta[1] + r.C[2][k] * r.ta[2];
+  return abs_(tb) - r.hb[k] - (r.ha[0] * X[0][k] + r.ha[1] * X[1][k] + r.ha[2] * X[2][k]);
+}
+
 // True when a separating axis with a gap beyond the slack exists (then the boxes are disjoint).
 // Face axes are tried thinnest first: node boxes of surface patches are slabs (the build orders
 // axes by decreasing spread), and facing slabs are usually separated along a normal.
@@ -157,16 +176,10 @@ CN_HD bool obb_disjoint(const ObbRel<T>& r) {
   const T* ha = r.ha;
   const T* hb = r.hb;
   T X[3][3];
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) X[i][j] = abs_(C[i][j]);
+  abs_matrix(C, X);
   for (int k = 2; k >= 0; --k) {
-    // a's face normal k: |ta_k| > ha_k + sum_j hb_j |C_kj|
-    if (abs_(r.ta[k]) - ha[k] - (hb[0] * X[k][0] + hb[1] * X[k][1] + hb[2] * X[k][2]) > r.slack)
-      return true;
-    // b's face normal k: tb_k = b_k . d = sum_i C_ik ta_i
-    const T tb = C[0][k] * r.ta[0] + C[1][k] * r.ta[1] + C[2][k] * r.ta[2];
-    if (abs_(tb) - hb[k] - (ha[0] * X[0][k] + ha[1] * X[1][k] + ha[2] * X[2][k]) > r.slack)
-      return true;
+    if (face_gap_a(r, X, k) > r.slack) return true;
+    if (face_gap_b(r, X, k) > r.slack) return true;
   }
   // a_i x b_j (unnormalised, length <= 1, so a gap > slack is a true gap > slack / |L|).
   // With (i, i1, i2) and (j, j1, j2) cyclic: (a_i x b_j) . t = ta_i2 C_i1j - ta_i1 C_i2j, and
@@ -192,14 +205,9 @@ CN_HD T obb_distance_lower_bound(const ObbRel<T>& r, T enough = T(INFINITY)) {
   const T* ha = r.ha;
   const T* hb = r.hb;
   T X[3][3];
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) X[i][j] = abs_(C[i][j]);
+  abs_matrix(C, X);
   T gap = T(0);
-  for (int i = 0; i < 3; ++i) {
-    gap = max_(gap, abs_(r.ta[i]) - ha[i] - (hb[0] * X[i][0] + hb[1] * X[i][1] + hb[2] * X[i][2]));
-    const T tb = C[0][i] * r.ta[0] + C[1][i] * r.ta[1] + C[2][i] * r.ta[2];
-    gap = max_(gap, abs_(tb) - hb[i] - (ha[0] * X[0][i] + ha[1] * X[1][i] + ha[2] * X[2][i]));
-  }
+  for (int i = 0; i < 3; ++i) gap = max_(gap, max_(face_gap_a(r, X, i), face_gap_b(r, X, i)));
   if (gap - r.slack > enough) return gap - r.slack;
   // The direction between (approximate) closest points of the two boxes. By duality the gap along
   // the direction of the true closest points IS the distance; any other unit direction still

@@ -43,13 +43,18 @@ using SegmentSegmentDistanceOut =
 
 // Device-generic implementations: `launch(like, n, functor)` runs functor(i) for i in [0, n) on
 // like's device (CpuLauncher in launch_cpu.h, CudaLauncher in launch_cuda.cuh).
-template <typename Launch>
-TriangleDistanceOut triangle_distance_impl(const at::Tensor& tri_a, const at::Tensor& tri_b,
-                                           const Launch& launch) {
+// tri_a, tri_b: (N, 3, 3) float tensors on one device, of one dtype.
+inline void check_triangle_pairs(const at::Tensor& tri_a, const at::Tensor& tri_b) {
   check_float_input(tri_a, "tri_a", {-1, 3, 3});
   check_float_input(tri_b, "tri_b", {-1, 3, 3});
   check_same_device_dtype(tri_a, "tri_a", tri_b, "tri_b");
   check_same_batch(tri_a, "tri_a", tri_b, "tri_b");
+}
+
+template <typename Launch>
+TriangleDistanceOut triangle_distance_impl(const at::Tensor& tri_a, const at::Tensor& tri_b,
+                                           const Launch& launch) {
+  check_triangle_pairs(tri_a, tri_b);
   const int64_t n = tri_a.size(0);
   const auto opt = tri_a.options();
   at::Tensor distance = at::empty({n}, opt), point_a = at::empty({n, 3}, opt),
@@ -69,10 +74,7 @@ TriangleDistanceOut triangle_distance_impl(const at::Tensor& tri_a, const at::Te
 template <typename Launch>
 at::Tensor triangle_intersect_impl(const at::Tensor& tri_a, const at::Tensor& tri_b,
                                    const Launch& launch) {
-  check_float_input(tri_a, "tri_a", {-1, 3, 3});
-  check_float_input(tri_b, "tri_b", {-1, 3, 3});
-  check_same_device_dtype(tri_a, "tri_a", tri_b, "tri_b");
-  check_same_batch(tri_a, "tri_a", tri_b, "tri_b");
+  check_triangle_pairs(tri_a, tri_b);
   const int64_t n = tri_a.size(0);
   at::Tensor intersect = at::empty({n}, tri_a.options().dtype(at::kBool));
   AT_DISPATCH_FLOATING_TYPES(tri_a.scalar_type(), "triangle_intersect", [&] {

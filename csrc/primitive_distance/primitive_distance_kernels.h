@@ -15,6 +15,19 @@ CN_HD T quiet_nan() {
   return std::numeric_limits<T>::quiet_NaN();
 }
 
+// Loads pair i of (N, 3, 3) triangle arrays; false when a coordinate is not finite.
+template <typename T>
+CN_HD bool load_triangle_pair(const T* tri_a, const T* tri_b, int64_t i, Vec3<T> (&A)[3],
+                              Vec3<T> (&B)[3]) {
+  bool finite = true;
+  for (int k = 0; k < 3; ++k) {
+    A[k] = load3(tri_a + 9 * i + 3 * k);
+    B[k] = load3(tri_b + 9 * i + 3 * k);
+    finite = finite && is_finite(A[k]) && is_finite(B[k]);
+  }
+  return finite;
+}
+
 template <typename T>
 struct TriangleDistanceFunctor {
   const T* tri_a;  // (N, 3, 3)
@@ -27,12 +40,7 @@ struct TriangleDistanceFunctor {
 
   CN_HD void operator()(int64_t i) const {
     Vec3<T> A[3], B[3];
-    bool finite = true;
-    for (int k = 0; k < 3; ++k) {
-      A[k] = load3(tri_a + 9 * i + 3 * k);
-      B[k] = load3(tri_b + 9 * i + 3 * k);
-      finite = finite && is_finite(A[k]) && is_finite(B[k]);
-    }
+    const bool finite = load_triangle_pair(tri_a, tri_b, i, A, B);
     if (!finite) {
       const T nan = quiet_nan<T>();
       distance[i] = nan;
@@ -65,12 +73,7 @@ struct TriangleIntersectFunctor {
 
   CN_HD void operator()(int64_t i) const {
     Vec3<T> A[3], B[3];
-    bool finite = true;
-    for (int k = 0; k < 3; ++k) {
-      A[k] = load3(tri_a + 9 * i + 3 * k);
-      B[k] = load3(tri_b + 9 * i + 3 * k);
-      finite = finite && is_finite(A[k]) && is_finite(B[k]);
-    }
+    const bool finite = load_triangle_pair(tri_a, tri_b, i, A, B);
     intersect[i] = finite && triangles_intersect(A, B);
   }
 };

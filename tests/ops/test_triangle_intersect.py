@@ -134,6 +134,18 @@ def _soup_library(dtype):
     return MeshLibrary(meshes, dtype=dtype)
 
 
+def _all_triangle_pairs(lib64, ia, ib, pa, pb, k, dtype):
+    """Every (triangle of A, triangle of B) of query k in world coordinates: (n, 3, 3) each."""
+    ma, mb = lib64[int(ia[k])], lib64[int(ib[k])]
+    ta = world_triangles(ma.vertices, ma.faces, pa[k]).to(dtype)
+    tb = world_triangles(mb.vertices, mb.faces, pb[k]).to(dtype)
+    na, nb = ta.shape[0], tb.shape[0]
+    pair_a = ta[:, None].expand(na, nb, 3, 3).reshape(-1, 3, 3).contiguous()
+    pair_b = tb[None].expand(na, nb, 3, 3).reshape(-1, 3, 3).contiguous()
+    return pair_a, pair_b
+
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_obb_pruning_never_drops_an_intersecting_pair(dtype):
     """mesh_collide False => no triangle pair intersects (brute force); mesh_distance equals the
@@ -150,12 +162,7 @@ def test_obb_pruning_never_drops_an_intersecting_pair(dtype):
     dist = mesh_distance(lib, ia, ib, pa.to(dtype), pb.to(dtype)).distance
     hits = 0
     for k in range(q):
-        ma, mb = lib64[int(ia[k])], lib64[int(ib[k])]
-        ta = world_triangles(ma.vertices, ma.faces, pa[k]).to(dtype)
-        tb = world_triangles(mb.vertices, mb.faces, pb[k]).to(dtype)
-        na, nb = ta.shape[0], tb.shape[0]
-        pair_a = ta[:, None].expand(na, nb, 3, 3).reshape(-1, 3, 3).contiguous()
-        pair_b = tb[None].expand(na, nb, 3, 3).reshape(-1, 3, 3).contiguous()
+        pair_a, pair_b = _all_triangle_pairs(lib64, ia, ib, pa, pb, k, dtype)
         any_hit = bool(triangle_intersect(pair_a, pair_b).any())
         hits += any_hit
         if any_hit:
@@ -189,12 +196,7 @@ def test_obb_pruning_near_contact(dtype, gap):
     con = blem_contacts(lib, ia, ib, pa.to(dtype), pb.to(dtype), r / 2, r / 2)
     qi = con.query_index()
     for k in range(q):
-        ma, mb = lib64[int(ia[k])], lib64[int(ib[k])]
-        ta = world_triangles(ma.vertices, ma.faces, pa[k]).to(dtype)
-        tb = world_triangles(mb.vertices, mb.faces, pb[k]).to(dtype)
-        na, nb = ta.shape[0], tb.shape[0]
-        pair_a = ta[:, None].expand(na, nb, 3, 3).reshape(-1, 3, 3).contiguous()
-        pair_b = tb[None].expand(na, nb, 3, 3).reshape(-1, 3, 3).contiguous()
+        pair_a, pair_b = _all_triangle_pairs(lib64, ia, ib, pa, pb, k, dtype)
         d = triangle_distance(pair_a, pair_b).distance
         tol = 1e-12 if dtype == torch.float64 else 1e-7
         assert abs(float(dist[k]) - float(d.min())) <= tol, k
