@@ -205,5 +205,6 @@ def test_obb_pruning_near_contact(dtype, gap):
         if dtype == torch.float64:  # float32 frames differ by rounding: compare sets in float64
             got = set(zip(con.tri_a[qi == k].tolist(), con.tri_b[qi == k].tolist()))
             within = torch.nonzero(d <= r).flatten()
+            nb = lib64.num_faces(int(ib[k]))
             ref = set(zip((within // nb).tolist(), (within % nb).tolist()))
             assert got == ref, k
