@@ -20,6 +20,8 @@ Conventions (the same as IPC Toolkit 1.6.1, against which the tests compare):
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import NamedTuple
 
 import torch
@@ -35,6 +37,7 @@ __all__ = [
     "BarrierHessian",
     "BodyDerivatives",
     "Candidates",
+    "PaddedCandidates",
     "affine_jacobian",
     "barrier",
     "barrier_potential",
@@ -44,6 +47,7 @@ __all__ = [
     "candidate_stencils",
     "ccd_time_of_impact",
     "collision_candidates",
+    "collision_candidates_padded",
     "collision_free_step",
     "edge_edge_distance_squared",
     "edge_edge_distance_squared_gradient",
@@ -67,6 +71,8 @@ __all__ = [
     "point_triangle_distance_squared_hessian",
     "rigid_jacobian",
     "swept_candidates",
+    "swept_candidates_padded",
+    "trusted_indices",
 ]
 
 
@@ -79,6 +85,21 @@ class Candidates(NamedTuple):
     @property
     def count(self) -> int:
         return self.face_vertex.shape[0] + self.edge_edge.shape[0]
+
+
+class PaddedCandidates(NamedTuple):
+    """Fixed-capacity candidates: `candidates` has `capacity` rows of each kind, the rows past the
+    pairs found are -1 (padding: every op here gives them no contribution, or no impact for CCD).
+    counts: (2,) int64 face–vertex and edge–edge pairs found; more than `capacity` means some were
+    dropped (see `overflow`)."""
+
+    candidates: Candidates
+    counts: torch.Tensor
+
+    @property
+    def overflow(self) -> torch.Tensor:
+        """0-dim bool tensor: some pairs did not fit (read it outside any captured region)."""
+        return (self.counts > self.candidates.face_vertex.shape[0]).any()
 
 
 class BarrierHessian(NamedTuple):
@@ -96,8 +117,37 @@ class BodyDerivatives(NamedTuple):
 
 # ---- argument checks ---------------------------------------------------------------------------
 
+_trust = threading.local()
 
-def _check_index_tensor(x, name: str, cols: int | None, bound: int) -> None:
+
+@contextlib.contextmanager
+def trusted_indices():
+    """Within this context the wrappers check index tensors' dtype, shape and device but not their
+    values: a value check reads the tensor on the host (a sync, which a CUDA graph capture
+    forbids). For callers whose indices are valid by construction, such as the stepper's
+    fixed-iteration mode."""
+    before = getattr(_trust, "on", False)
+    _trust.on = True
+    try:
+        yield
+    finally:
+        _trust.on = before
+
+
+def _check_index_tensor(x, name: str, cols: int | None, bound: int, padded: bool = False) -> None:
+    """padded: rows of -1 (fixed-capacity padding) are allowed."""
+    _check_index_layout(x, name, cols)
+    if x.numel() == 0 or getattr(_trust, "on", False):
+        return
+    low = -1 if padded else 0
+    if int(x.min()) < low or int(x.max()) >= bound:
+        raise ValueError(f"{name}: indices must lie in [0, {bound})" + (" (or be -1 padding)" if padded else ""))
+    if padded and x.dim() == 2 and bool(((x == -1).any(1) != (x == -1).all(1)).any()):
+        raise ValueError(f"{name}: a padding row must be -1 in every column")
+
+
+
+def _check_index_layout(x, name: str, cols: int | None) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
     if x.dtype != torch.int64:
@@ -107,8 +157,6 @@ def _check_index_tensor(x, name: str, cols: int | None, bound: int) -> None:
         raise ValueError(f"{name}: expected shape {shape}, got {tuple(x.shape)}")
     if not x.is_contiguous():
         raise ValueError(f"{name}: expected a contiguous tensor (call .contiguous() first)")
-    if x.numel() > 0 and (int(x.min()) < 0 or int(x.max()) >= bound):
-        raise ValueError(f"{name}: indices must lie in [0, {bound})")
 
 
 def _check_positive(value, name: str, allow_zero: bool = False) -> float:
@@ -140,11 +188,11 @@ def _check_candidates(candidates, vertices, faces, edges) -> Candidates:
     if not isinstance(candidates, tuple) or len(candidates) != 2:
         raise TypeError("candidates: expected a Candidates (face_vertex, edge_edge) pair")
     fv, ee = candidates
-    _check_index_tensor(fv, "candidates.face_vertex", 2, 2**62)
-    _check_index_tensor(ee, "candidates.edge_edge", 2, max(edges.shape[0], 0))
+    _check_index_tensor(fv, "candidates.face_vertex", 2, 2**62, padded=True)
+    _check_index_tensor(ee, "candidates.edge_edge", 2, max(edges.shape[0], 0), padded=True)
     if fv.numel():
-        _check_index_tensor(fv[:, 0].contiguous(), "candidates.face_vertex[:, 0]", None, vertices.shape[0])
-        _check_index_tensor(fv[:, 1].contiguous(), "candidates.face_vertex[:, 1]", None, faces.shape[0])
+        _check_index_tensor(fv[:, 0].contiguous(), "candidates.face_vertex[:, 0]", None, vertices.shape[0], True)
+        _check_index_tensor(fv[:, 1].contiguous(), "candidates.face_vertex[:, 1]", None, faces.shape[0], True)
     return Candidates(fv, ee)
 
 
@@ -333,6 +381,61 @@ def swept_candidates(vertices_t0, vertices_t1, faces, edges, min_distance: float
     return Candidates(
         *_ops.ipc_swept_candidates(vertices_t0, vertices_t1, faces, edges, vertex_body, min_distance)
     )
+
+
+def _check_active(mask, name: str, n: int, like: torch.Tensor) -> None:
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        raise TypeError(f"{name}: expected a bool tensor or None")
+    if mask.shape != (n,):
+        raise ValueError(f"{name}: expected shape ({n},), got {tuple(mask.shape)}")
+    if mask.device != like.device:
+        raise ValueError(f"{name} is on {mask.device} but the vertices are on {like.device}")
+    if not mask.is_contiguous():
+        raise ValueError(f"{name}: expected a contiguous tensor (call .contiguous() first)")
+
+
+def _check_capacity(capacity) -> int:
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+        raise ValueError(f"capacity: expected an int >= 0, got {capacity!r}")
+    return capacity
+
+
+def collision_candidates_padded(vertices, faces, edges, dhat: float, capacity: int, vertex_body=None,
+                                vertex_active=None, face_active=None, edge_active=None) -> PaddedCandidates:
+    """`collision_candidates` with a fixed number of rows and no host sync (CUDA-graph capturable):
+    `capacity` rows of face–vertex and `capacity` rows of edge–edge pairs, -1 past the pairs found
+    (in sweep order, not sorted), and the (2,) counts found, which exceed `capacity` when pairs
+    were dropped (`PaddedCandidates.overflow`). vertex_active (V,), face_active (F,), edge_active
+    (E,): optional bool masks; an inactive primitive takes part in no pair (cheaper than
+    compacting the mesh, which needs data-dependent shapes)."""
+    _check_mesh(vertices, faces, edges, vertex_body)
+    dhat = _check_positive(dhat, "dhat")
+    capacity = _check_capacity(capacity)
+    for mask, name, n in ((vertex_active, "vertex_active", vertices.shape[0]), (face_active, "face_active", faces.shape[0]),
+                          (edge_active, "edge_active", edges.shape[0])):
+        _check_active(mask, name, n, vertices)
+    fv, ee, counts = _ops.ipc_collision_candidates_padded(vertices, faces, edges, vertex_body, dhat, capacity,
+                                                          vertex_active, face_active, edge_active)
+    return PaddedCandidates(Candidates(fv, ee), counts)
+
+
+def swept_candidates_padded(vertices_t0, vertices_t1, faces, edges, capacity: int, min_distance: float = 0.0,
+                            vertex_body=None, vertex_active=None, face_active=None,
+                            edge_active=None) -> PaddedCandidates:
+    """`swept_candidates` with a fixed number of rows (see `collision_candidates_padded`)."""
+    _check_mesh(vertices_t0, faces, edges, vertex_body, "vertices_t0")
+    check_float_tensor(vertices_t1, "vertices_t1", (None, 3))
+    check_same_batch({"vertices_t0": vertices_t0, "vertices_t1": vertices_t1})
+    min_distance = _check_positive(min_distance, "min_distance", allow_zero=True)
+    capacity = _check_capacity(capacity)
+    for mask, name, n in ((vertex_active, "vertex_active", vertices_t0.shape[0]),
+                          (face_active, "face_active", faces.shape[0]), (edge_active, "edge_active", edges.shape[0])):
+        _check_active(mask, name, n, vertices_t0)
+    fv, ee, counts = _ops.ipc_swept_candidates_padded(vertices_t0, vertices_t1, faces, edges, vertex_body,
+                                                      min_distance, capacity, vertex_active, face_active, edge_active)
+    return PaddedCandidates(Candidates(fv, ee), counts)
 
 
 # ---- barrier potential -------------------------------------------------------------------------
@@ -641,6 +744,19 @@ def _(vertices, faces, edges, vertex_body, dhat):
 @torch.library.register_fake("contactnet::ipc_swept_candidates")
 def _(vertices_t0, vertices_t1, faces, edges, vertex_body, min_distance):
     return _dynamic_pairs(faces), _dynamic_pairs(faces)
+
+
+@torch.library.register_fake("contactnet::ipc_collision_candidates_padded")
+def _(vertices, faces, edges, vertex_body, dhat, capacity, vertex_active=None, face_active=None, edge_active=None):
+    return (faces.new_empty((capacity, 2), dtype=torch.int64), faces.new_empty((capacity, 2), dtype=torch.int64),
+            faces.new_empty((2,), dtype=torch.int64))
+
+
+@torch.library.register_fake("contactnet::ipc_swept_candidates_padded")
+def _(vertices_t0, vertices_t1, faces, edges, vertex_body, min_distance, capacity, vertex_active=None,
+      face_active=None, edge_active=None):
+    return (faces.new_empty((capacity, 2), dtype=torch.int64), faces.new_empty((capacity, 2), dtype=torch.int64),
+            faces.new_empty((2,), dtype=torch.int64))
 
 
 @torch.library.register_fake("contactnet::ipc_barrier_potential")

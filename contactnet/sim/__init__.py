@@ -4,6 +4,6 @@ Build a `Scene` per environment, hand one (replicated) or a list to a `Stepper`,
 """
 
 from contactnet.sim.scene import Body, Scene, box_mesh
-from contactnet.sim.stepper import StepInfo, StepNotConverged, Stepper
+from contactnet.sim.stepper import CandidateOverflow, StepInfo, StepNotConverged, Stepper
 
-__all__ = ["Body", "Scene", "StepInfo", "StepNotConverged", "Stepper", "box_mesh"]
+__all__ = ["Body", "CandidateOverflow", "Scene", "StepInfo", "StepNotConverged", "Stepper", "box_mesh"]

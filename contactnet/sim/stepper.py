@@ -17,6 +17,11 @@ Static bodies keep their DOFs fixed. Units: metres, seconds, kilograms; float64 
 Environments share one packed vertex array. For the broad phase each environment is shifted along
 x into its own slot (distances do not change under the shift; candidates that would still join two
 environments are dropped), so one candidate search serves all of them.
+
+With `fixed_iterations` a step is one uniform flow of fixed-shape tensor ops without host syncs (a
+CUDA graph can capture it): fixed-capacity candidate lists padded with -1, masks instead of
+compaction, a fixed number of line-search trials and Cholesky shifts, and the checks deferred to
+`Stepper.validate()`.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from contactnet.sim.affine import (
 )
 from contactnet.sim.scene import Scene
 
-__all__ = ["Stepper", "StepInfo", "StepNotConverged"]
+__all__ = ["CandidateOverflow", "Stepper", "StepInfo", "StepNotConverged"]
 
 _DYNAMIC, _STATIC, _KINEMATIC, _ABSENT = 0, 1, 2, 3
 _KIND_CODE = {"dynamic": _DYNAMIC, "static": _STATIC, "kinematic": _KINEMATIC}
@@ -51,12 +56,18 @@ class StepNotConverged(RuntimeError):
     """A step whose Newton solve did not reach the tolerance (raised when on_failure='raise')."""
 
 
+class CandidateOverflow(RuntimeError):
+    """A fixed-capacity candidate search found more pairs than `max_candidates` (raised by
+    `Stepper.validate`): contacts were dropped, so the state may penetrate."""
+
+
 class StepInfo(NamedTuple):
     iterations: int  # Newton iterations run (the most over environments)
     newton_iterations: torch.Tensor  # (E,) int64 iterations each environment needed
     converged: torch.Tensor  # (E,) bool: reached the tolerance
     contacts: torch.Tensor  # (E,) int64 barrier pairs (within d̂) at the end of the step
     min_distance: torch.Tensor  # (E,) m, smallest distance between bodies; inf when all are ≥ d̂ apart
+    candidate_overflow: torch.Tensor | None = None  # () bool: a fixed-capacity search dropped pairs
 
 
 class Stepper:
@@ -71,9 +82,24 @@ class Stepper:
     stiffness: κ_A (Pa) of the orthogonality energy.
     kinematic_stiffness: w of the pull of kinematic bodies to their script (times their mass).
     tolerance: Newton stops when no vertex would move faster than this (m/s) in the next Newton
-    step. max_iterations: Newton iteration cap per step. fixed_iterations: run exactly this many
-    Newton iterations every step (no convergence test, so every step costs about the same; the
-    candidate searches still return data-dependent sizes, so a step is not CUDA-graph capturable).
+    step. max_iterations: Newton iteration cap per step.
+    fixed_iterations: run exactly this many Newton iterations every step, as one uniform flow of
+    fixed-shape tensor ops with no host synchronisation, so a step can be captured in a CUDA graph
+    and replayed. Environments that meet the tolerance early take zero steps for the remaining
+    iterations (so with enough iterations the trajectory is the adaptive one). In this mode:
+      - candidate searches return `max_candidates` rows of face–vertex and of edge–edge pairs,
+        padded with -1 (`ipc.collision_candidates_padded`); pairs beyond that are dropped and
+        reported, never silently (`StepInfo.candidate_overflow`, `validate`);
+      - the line search tries exactly `line_search_steps` step lengths α, α/2, … (α the CCD bound);
+      - a Hessian that Cholesky cannot factorise gets a fixed ladder of diagonal shifts; an
+        environment none of them fixes stays where it is for that iteration;
+      - a step does not check its result: an environment whose new state would be non-finite keeps
+        its old one, and non-finite states, candidate overflow and non-convergence are recorded on
+        the device and raised (or warned, per on_failure) by `validate()`, which syncs: call it
+        outside the captured region, e.g. every few hundred steps and at the end.
+    max_candidates: rows per kind of the padded candidate lists (fixed_iterations only); None: 64
+    per vertex of the dynamic bodies, at least 256 per environment.
+    line_search_steps: energy trials per Newton iteration in fixed_iterations mode.
     on_failure: what a step that does not converge does: "warn" (default), "raise" or "ignore";
     `StepInfo.converged` always says which environments converged.
     """
@@ -82,7 +108,8 @@ class Stepper:
                  dhat: float = 1e-3, kappa: float | None = None, mu: float = 0.5, eps_v: float = 1e-3,
                  gravity=(0.0, 0.0, -9.81), stiffness: float = 1e8, kinematic_stiffness: float = 1e4,
                  tolerance: float = 1e-5, max_iterations: int = 100, fixed_iterations: int | None = None,
-                 device: torch.device | str = "cpu", on_failure: str = "warn"):
+                 device: torch.device | str = "cpu", on_failure: str = "warn", max_candidates: int | None = None,
+                 line_search_steps: int = 8):
         if isinstance(scenes, Scene):
             scenes = [scenes] * (1 if num_envs is None else int(num_envs))
         elif num_envs is not None and num_envs != len(scenes):
@@ -106,17 +133,31 @@ class Stepper:
             raise ValueError(f"fixed_iterations: expected a positive int or None, got {fixed_iterations!r}")
         if not (isinstance(max_iterations, int) and max_iterations > 0):
             raise ValueError(f"max_iterations: expected a positive int, got {max_iterations!r}")
+        if max_candidates is not None and not (isinstance(max_candidates, int) and max_candidates > 0):
+            raise ValueError(f"max_candidates: expected a positive int or None, got {max_candidates!r}")
+        if not (isinstance(line_search_steps, int) and line_search_steps > 0):
+            raise ValueError(f"line_search_steps: expected a positive int, got {line_search_steps!r}")
         self.scenes = scenes
         self.dt, self.dhat, self.mu, self.eps_v = float(dt), float(dhat), float(mu), float(eps_v)
         self.stiffness, self.kinematic_stiffness = float(stiffness), float(kinematic_stiffness)
         self.tolerance, self.max_iterations, self.fixed_iterations = float(tolerance), max_iterations, fixed_iterations
         self.on_failure = on_failure
+        self.line_search_steps = line_search_steps
+        self._uniform = False  # inside a fixed-iteration step: padded searches, no host syncs
         self.device = torch.device(device)
         self.dtype = torch.float64
         self.gravity = torch.as_tensor(gravity, dtype=self.dtype, device=self.device)
         if self.gravity.shape != (3,) or not bool(torch.isfinite(self.gravity).all()):
             raise ValueError(f"gravity: expected a finite (3,) vector in m/s², got {gravity!r}")
         self._pack(scenes)
+        if max_candidates is None:
+            dynamic_vertices = int((self.kind.reshape(-1)[self.vertex_body] == _DYNAMIC).sum())
+            max_candidates = max(64 * dynamic_vertices, 256 * self.num_envs)
+        self.max_candidates = max_candidates
+        # What fixed-iteration steps leave for validate(): per environment, and for the searches.
+        self._pending_nonfinite = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self._pending_unconverged = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self._pending_overflow = torch.zeros((), dtype=torch.bool, device=self.device)
         self.kappa = float(kappa) if kappa is not None else self._auto_kappa()
         self._check_initial_state()
 
@@ -189,7 +230,8 @@ class Stepper:
                             + first_scripted.repeat_interleave(B), group)
         self.vertex_group = group[self.vertex_body].contiguous()
         self.free_dof = (self.kind == _DYNAMIC) | (self.kind == _KINEMATIC)  # (E, B)
-        self._trajectories = list(trajectories.values())
+        self._trajectories = [(fn, torch.tensor([e for e, _ in where], device=dev),
+                               torch.tensor([b for _, b in where], device=dev)) for fn, where in trajectories.values()]
         self._q_init = q0.to(dev)
         self._qdot_init = twist_to_q_velocity(self._q_init, twist0.to(dev))
         self.time = torch.zeros(E, dtype=f64, device=dev)
@@ -210,11 +252,12 @@ class Stepper:
     def _script_targets(self, q: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """q with every kinematic body set to its trajectory's pose at the environments' times t."""
         q = q.clone()
-        for fn, where in self._trajectories:
-            envs = torch.tensor([e for e, _ in where], device=self.device)
-            bodies = torch.tensor([b for _, b in where], device=self.device)
-            poses = torch.as_tensor(fn(t[envs]), dtype=self.dtype, device=self.device)
-            poses = normalize_poses(poses.expand(len(where), 7), "trajectory(t)")
+        for fn, envs, bodies in self._trajectories:
+            poses = torch.as_tensor(fn(t[envs]), dtype=self.dtype, device=self.device).expand(envs.shape[0], 7)
+            if self._uniform:  # unchecked (a check syncs); a bad script shows up in validate()
+                poses = torch.cat([poses[:, :3], poses[:, 3:] / poses[:, 3:].norm(dim=-1, keepdim=True)], 1)
+            else:
+                poses = normalize_poses(poses, "trajectory(t)")
             q[envs, bodies] = pose_to_q(poses)
         return q
 
@@ -264,6 +307,10 @@ class Stepper:
 
         flo, fhi = lo[self.faces].amin(1), hi[self.faces].amax(1)
         elo, ehi = lo[self.edges].amin(1), hi[self.edges].amax(1)
+        if self._uniform:
+            return self._search_padded(x0, x1, reach, near_other_group(lo, hi, self.vertex_group),
+                                       near_other_group(flo, fhi, self.vertex_group[self.faces[:, 0]]),
+                                       near_other_group(elo, ehi, self.vertex_group[self.edges[:, 0]]))
         keep_v = torch.nonzero(near_other_group(lo, hi, self.vertex_group)).flatten()
         keep_f = torch.nonzero(near_other_group(flo, fhi, self.vertex_group[self.faces[:, 0]])).flatten()
         keep_e = torch.nonzero(near_other_group(elo, ehi, self.vertex_group[self.edges[:, 0]])).flatten()
@@ -282,6 +329,27 @@ class Stepper:
         ee = keep_e[c.edge_edge]
         ee = torch.sort(ee, dim=1).values
         return self._same_env(ipc.Candidates(fv.contiguous(), ee.contiguous()))
+
+    def _search_padded(self, x0, x1, reach, keep_v, keep_f, keep_e) -> ipc.Candidates:
+        """`_search` with fixed shapes: primitives far from other groups are masked out of the sweep
+        instead of compacted away, the lists have `max_candidates` rows (-1 padding) and an
+        overflow is recorded for `validate`."""
+        slot = self._slot[self.vertex_env]
+        masks = dict(vertex_body=self.vertex_group, vertex_active=keep_v, face_active=keep_f, edge_active=keep_e)
+        if x1 is None:
+            found = ipc.collision_candidates_padded(x0 + slot, self.faces, self.edges, reach, self.max_candidates,
+                                                    **masks)
+        else:
+            found = ipc.swept_candidates_padded(x0 + slot, x1 + slot, self.faces, self.edges, self.max_candidates,
+                                                reach, **masks)
+        self._pending_overflow |= found.overflow
+        self._step_overflow |= found.overflow
+        env = self.vertex_env
+        fv, ee = found.candidates
+        # Padding rows index -1 (the last element): harmless to gather, masked here.
+        fv_ok = (fv[:, 0] >= 0) & (env[fv[:, 0]] == env[self.faces[fv[:, 1], 0]])
+        ee_ok = (ee[:, 0] >= 0) & (env[self.edges[ee[:, 0], 0]] == env[self.edges[ee[:, 1], 0]])
+        return ipc.Candidates(torch.where(fv_ok[:, None], fv, -1), torch.where(ee_ok[:, None], ee, -1))
 
     def _same_env(self, c: ipc.Candidates) -> ipc.Candidates:
         env = self.vertex_env
@@ -427,6 +495,17 @@ class Stepper:
         grad = grad.masked_fill(fixed, 0.0)
         scale = torch.diagonal(H, dim1=1, dim2=2).abs().amax(1).clamp_min(1e-300)
         eye = torch.eye(n, dtype=H.dtype, device=H.device)
+        if self._uniform:
+            # A fixed ladder of shifts; each environment keeps the first that factorises, and one
+            # that none does takes no step (validate() reports it as not converged).
+            L, info = torch.linalg.cholesky_ex(H)
+            for shift in (1e-9, 1e-4):
+                L2, info2 = torch.linalg.cholesky_ex(H + (shift * scale)[:, None, None] * eye)
+                use = (info != 0) & (info2 == 0)
+                L = torch.where(use[:, None, None], L2, L)
+                info = torch.where(use, 0, info)
+            dq = -torch.cholesky_solve(grad[..., None], L)[..., 0]
+            return torch.where((info == 0)[:, None] & torch.isfinite(dq), dq, 0.0)
         shift = torch.zeros(E, dtype=H.dtype, device=H.device)
         for _ in range(8):  # regularise singular systems (flat shells, free affine modes) only
             L, info = torch.linalg.cholesky_ex(H + (shift * scale)[:, None, None] * eye)
@@ -446,7 +525,7 @@ class Stepper:
         x0, x1 = self.positions(q0), self.positions(q1)
         c = self._search(x0, x1, 0.0) if cand is None else cand
         alpha = torch.ones(self.num_envs, dtype=self.dtype, device=self.device)
-        if c.count:
+        if c.count:  # a shape, not a value: no sync
             toi = ipc.ccd_time_of_impact(x0, x1, self.faces, self.edges, c, 0.0, 1.0, 0.9)
             st = ipc.candidate_stencils(self.faces, self.edges, c)
             alpha = alpha.scatter_reduce(0, self._candidate_env(st), toi, "amin")
@@ -454,8 +533,56 @@ class Stepper:
 
     # ---- stepping ---------------------------------------------------------------------------
     def step(self) -> StepInfo:
-        """Advance every environment by dt. Returns a `StepInfo`."""
+        """Advance every environment by dt. Returns a `StepInfo`.
+
+        With fixed_iterations the step runs no host sync and checks nothing (call `validate()`),
+        and it updates `q`, `qdot`, `time` and `contact_forces` in place, so replaying a CUDA graph
+        captured around one `step()` advances the stepper."""
+        if self.fixed_iterations is None:
+            return self._step()
+        self._uniform = True
+        try:
+            with ipc.trusted_indices():
+                return self._step()
+        finally:
+            self._uniform = False
+
+    def validate(self) -> None:
+        """Raise on what fixed-iteration steps since the last call recorded (they check nothing, to
+        stay free of host syncs; this call syncs): FloatingPointError for environments whose state
+        went non-finite (they kept their last finite state), CandidateOverflow when a candidate
+        search found more than `max_candidates` pairs of a kind (contacts were dropped: raise
+        max_candidates and re-run), then non-convergence within fixed_iterations as on_failure says
+        (warn, raise StepNotConverged, or ignore). Clears the record. Adaptive steps check
+        themselves, so after them this finds nothing."""
+        nonfinite, unconverged = self._pending_nonfinite.clone(), self._pending_unconverged.clone()
+        overflow = bool(self._pending_overflow)
+        self._pending_nonfinite.zero_()
+        self._pending_unconverged.zero_()
+        self._pending_overflow.zero_()
+        if bool(nonfinite.any()):
+            bad = torch.nonzero(nonfinite).flatten().tolist()
+            raise FloatingPointError(f"a step produced a non-finite state in environments {bad} "
+                                     "(they kept their last finite state)")
+        if overflow:
+            raise CandidateOverflow(f"a candidate search found more than max_candidates={self.max_candidates} "
+                                    "pairs of one kind; contacts were dropped (raise max_candidates)")
+        if bool(unconverged.any()):
+            self._report_unconverged(unconverged, self.fixed_iterations, stacklevel=3)
+
+    def _report_unconverged(self, unconverged: torch.Tensor, total: int, stacklevel: int) -> None:
+        if self.on_failure == "ignore":
+            return
+        envs = torch.nonzero(unconverged).flatten().tolist()
+        msg = (f"Newton did not converge within {total} iterations in environments {envs[:10]}"
+               f"{' ...' if len(envs) > 10 else ''} (state is intersection-free but not at the minimum)")
+        if self.on_failure == "raise":
+            raise StepNotConverged(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel)
+
+    def _step(self) -> StepInfo:
         E, B = self.num_envs, self.max_bodies
+        self._step_overflow = torch.zeros((), dtype=torch.bool, device=self.device)
         time_next = self.time + self.dt
         q_hat, w = self._targets(time_next)
         x_t = self.positions(self.q)
@@ -473,13 +600,12 @@ class Stepper:
         for it in range(1, total + 1):
             grad, H = self._gradient_hessian(q, q_hat, w, x_t, lag, near)
             dq = self._solve(grad, H).reshape(E, B, 12)
-            if fixed is None:
-                small = self._step_bound(dq) <= self.tolerance * self.dt
-                converged |= small & ~done
-                done |= small
-                if bool(done.all()):
-                    it -= 1
-                    break
+            small = self._step_bound(dq) <= self.tolerance * self.dt
+            converged |= small & ~done
+            done |= small
+            if fixed is None and bool(done.all()):
+                it -= 1
+                break
             iterations += (~done).long()
             dq = torch.where(done[:, None, None], 0.0, dq)
             # One swept search serves the whole segment q → q + dq: every pair that meets (CCD)
@@ -487,36 +613,39 @@ class Stepper:
             near = self._search(self.positions(q), self.positions(q + dq), self.dhat)
             alpha = self._ccd(q, q + dq, near)
             accepted = done.clone()
-            for _ in range(40):
+            for _ in range(40 if fixed is None else self.line_search_steps):
                 trial = q + alpha[:, None, None] * dq
                 e_trial = self._energy(trial, q_hat, w, x_t, lag, near)
                 ok = (e_trial <= energy + 1e-12 * energy.abs()) & ~accepted
                 q = torch.where(ok[:, None, None], trial, q)
                 energy = torch.where(ok, e_trial, energy)
                 accepted |= ok
-                if bool(accepted.all()):
+                if fixed is None and bool(accepted.all()):
                     break
                 alpha = torch.where(accepted, alpha, 0.5 * alpha)
             # No decrease along a descent direction: the iterate is stationary to rounding.
             converged |= ~accepted & ~done
             done |= ~accepted
-        if fixed is not None:
-            converged[:] = True
-        if not bool(torch.isfinite(q).all()):
-            bad = torch.nonzero(~torch.isfinite(q).all(2).all(1)).flatten().tolist()
-            raise FloatingPointError(f"step produced a non-finite state in environments {bad}")
-        self.qdot = torch.where(self.free_dof[..., None], (q - self.q) / self.dt, 0.0)
-        self.qdot = torch.where((self.kind == _DYNAMIC)[..., None], self.qdot, 0.0)
-        self.q = q
-        self.time = time_next
+        if fixed is None:
+            if not bool(torch.isfinite(q).all()):
+                bad = torch.nonzero(~torch.isfinite(q).all(2).all(1)).flatten().tolist()
+                raise FloatingPointError(f"step produced a non-finite state in environments {bad}")
+        else:  # recorded for validate(); a non-finite environment keeps its state
+            finite = torch.isfinite(q).all(2).all(1)
+            self._pending_nonfinite |= ~finite
+            self._pending_unconverged |= ~converged
+            q = torch.where(finite[:, None, None], q, self.q)
+        qdot = torch.where(self.free_dof[..., None], (q - self.q) / self.dt, 0.0)
+        qdot = torch.where((self.kind == _DYNAMIC)[..., None], qdot, 0.0)
+        if self._uniform:  # in place, so a replayed CUDA graph advances the state
+            self.qdot.copy_(qdot)
+            self.q.copy_(q)
+            self.time.copy_(time_next)
+        else:
+            self.qdot, self.q, self.time = qdot, q, time_next
         info = self._finish(x_t, lag, iterations, converged, it)
-        if not bool(converged.all()) and self.on_failure != "ignore":
-            envs = torch.nonzero(~converged).flatten().tolist()
-            msg = (f"Newton did not converge within {total} iterations in environments {envs[:10]}"
-                   f"{' ...' if len(envs) > 10 else ''} (state is intersection-free but not at the minimum)")
-            if self.on_failure == "raise":
-                raise StepNotConverged(msg)
-            warnings.warn(msg, RuntimeWarning, stacklevel=2)
+        if fixed is None and not bool(converged.all()):
+            self._report_unconverged(~converged, total, stacklevel=4)
         return info
 
     def _finish(self, x_t, lag, iterations, converged, it) -> StepInfo:
@@ -533,16 +662,21 @@ class Stepper:
                                                per_candidate=True)
             forces.index_add_(0, self.vertex_body[st].reshape(-1), -g.reshape(-1, 3))
             env = self._candidate_env(st)
-            contacts.index_add_(0, env, torch.ones_like(env))
-            min_distance = min_distance.scatter_reduce(0, env, self._candidate_distances(x, cand), "amin")
+            real = torch.cat([cand.face_vertex[:, 0], cand.edge_edge[:, 0]]) >= 0  # not -1 padding
+            contacts.index_add_(0, env, real.long())
+            d = torch.where(real, self._candidate_distances(x, cand), float("inf"))
+            min_distance = min_distance.scatter_reduce(0, env, d, "amin")
         fcand, fmu = lag
         if fcand.count:
             st = ipc.candidate_stencils(self.faces, self.edges, fcand)
             g = ipc.friction_potential_gradient(x - x_t, x_t, self.faces, self.edges, fcand, self.dhat, self.kappa,
                                                 1.0, self.eps_v * self.dt, self.rest, per_candidate=True)
             forces.index_add_(0, self.vertex_body[st].reshape(-1), -(fmu[:, None] * g).reshape(-1, 3))
-        self.contact_forces = forces.reshape(E, B, 3)
-        return StepInfo(it, iterations, converged, contacts, min_distance)
+        if self._uniform:
+            self.contact_forces.copy_(forces.reshape(E, B, 3))
+        else:
+            self.contact_forces = forces.reshape(E, B, 3)
+        return StepInfo(it, iterations, converged, contacts, min_distance, self._step_overflow)
 
     def _candidate_distances(self, x, cand: ipc.Candidates) -> torch.Tensor:
         fv, ee = cand

@@ -41,17 +41,26 @@
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "common/checks.h"
 #include "ipc/ipc_kernels.h"
 
 namespace contactnet {
 
+// Value checks read a tensor on the host: a sync, which a CUDA graph capture forbids, so they
+// are skipped while the tensor's stream is capturing (the Python wrappers check outside it).
+inline bool can_read_values(const at::Tensor& t) {
+  if (t.is_cpu()) return true;
+  const auto* impl = c10::impl::getDeviceGuardImpl(t.device().type());
+  return !impl->isStreamCapturing(impl->getStream(t.device()));
+}
+
 inline void check_index_input(const at::Tensor& t, const char* name,
                               std::initializer_list<int64_t> shape, int64_t bound) {
   check_input(t, name, shape);
   TORCH_CHECK(t.scalar_type() == at::kLong, name, ": expected int64, got ", t.scalar_type());
-  if (t.numel() > 0) {
+  if (t.numel() > 0 && can_read_values(t)) {
     TORCH_CHECK(t.min().item<int64_t>() >= 0 && t.max().item<int64_t>() < bound, name,
                 ": indices must lie in [0, ", bound, ")");
   }
@@ -260,16 +269,17 @@ inline void check_candidates(const at::Tensor& vertices, const at::Tensor& faces
   check_input(ee, "ee", {-1, 2});
   TORCH_CHECK(fv.scalar_type() == at::kLong && ee.scalar_type() == at::kLong,
               "fv, ee: expected int64 candidate tensors");
-  if (fv.numel() > 0) {
-    TORCH_CHECK(fv.select(1, 0).min().item<int64_t>() >= 0 &&
+  // Rows of -1 are padding of fixed-capacity lists (see ipc_padded.h) and contribute nothing.
+  if (fv.numel() > 0 && can_read_values(fv)) {
+    TORCH_CHECK(fv.select(1, 0).min().item<int64_t>() >= -1 &&
                     fv.select(1, 0).max().item<int64_t>() < vertices.size(0),
                 "fv: vertex indices out of range");
-    TORCH_CHECK(fv.select(1, 1).min().item<int64_t>() >= 0 &&
+    TORCH_CHECK(fv.select(1, 1).min().item<int64_t>() >= -1 &&
                     fv.select(1, 1).max().item<int64_t>() < faces.size(0),
                 "fv: face indices out of range");
   }
-  if (ee.numel() > 0) {
-    TORCH_CHECK(ee.min().item<int64_t>() >= 0 && ee.max().item<int64_t>() < edges.size(0),
+  if (ee.numel() > 0 && can_read_values(ee)) {
+    TORCH_CHECK(ee.min().item<int64_t>() >= -1 && ee.max().item<int64_t>() < edges.size(0),
                 "ee: edge indices out of range");
   }
 }

@@ -115,6 +115,9 @@ struct CandidateStencil {
     id[3] = edges[2 * b + 1];
     return true;
   }
+
+  // Row i is padding of a fixed-capacity candidate list (index -1): it contributes nothing.
+  CN_HD bool padded(int64_t i) const { return i < nfv ? fv[2 * i] < 0 : ee[2 * (i - nfv)] < 0; }
 };
 
 // Barrier potential of candidate i: κ m(x) b(d²(x), d̂²) with m the edge–edge mollifier (1 for
@@ -135,6 +138,14 @@ struct BarrierPotentialFunctor {
   int64_t* dofs;  // (N, 4) stencil vertex ids, or null
 
   CN_HD void operator()(int64_t i) const {
+    if (st.padded(i)) {
+      energy[i] = T(0);
+      if (grad) zero_array<T, 12>(grad + 12 * i);
+      if (hess) zero_array<T, 144>(hess + 144 * i);
+      if (dofs)
+        for (int k = 0; k < 4; ++k) dofs[4 * i + k] = -1;
+      return;
+    }
     int64_t id[4];
     const bool is_ee = st.ids(i, id);
     Vec3<T> v[4];
@@ -207,6 +218,11 @@ struct FrictionFunctor {
   T* out;  // (N,), (N, 12) or (N, 144)
 
   CN_HD void operator()(int64_t i) const {
+    if (st.padded(i)) {
+      const int K = order == 0 ? 1 : (order == 1 ? 12 : 144);
+      for (int k = 0; k < K; ++k) out[K * i + k] = T(0);
+      return;
+    }
     int64_t id[4];
     const bool is_ee = st.ids(i, id);
     Vec3<T> x[4], r[4], vel[4];
@@ -262,6 +278,10 @@ struct CcdFunctor {
   T* toi;  // (N,)
 
   CN_HD void operator()(int64_t i) const {
+    if (st.padded(i)) {
+      toi[i] = T(prm.tmax);  // padding: no impact
+      return;
+    }
     int64_t id[4];
     const bool is_ee = st.ids(i, id);
     Vec3<double> x[4], dx[4];
@@ -362,6 +382,7 @@ struct SweepFunctor {
   const int64_t* offset;
   int64_t* count;  // pass 1
   int64_t* out;    // pass 2: (total, 2)
+  int64_t capacity = -1;  // >= 0: pass 2 writes only the first `capacity` pairs (out has that many rows)
 
   // Narrow filter for vertex va vs face fb, or edge ea vs edge eb.
   CN_HD bool keep(int64_t a, int64_t b) const {
@@ -392,7 +413,7 @@ struct SweepFunctor {
 
   CN_HD void emit(int64_t a, int64_t b, int64_t& n, int64_t i) const {
     if (!keep(a, b)) return;
-    if (out) {
+    if (out && (capacity < 0 || offset[i] + n < capacity)) {
       int64_t* o = out + 2 * (offset[i] + n);
       if (self && a > b) {
         const int64_t t = a;
