@@ -5,6 +5,10 @@ fidelity statistics (min-|sd| at 600 contacts) for both simulators on the bowl s
 
     python benchmarks/stepper.py [--quick] [--envs 1 4 16 64] [--steps 20] [--scenes bowl stack]
                                  [--fidelity-envs 4] [--contacts 600] [--threads N] [--out FILE]
+                                 [--fixed-iterations N] [--no-fidelity]
+
+--fixed-iterations N also times the fixed-iteration mode (N Newton iterations per step, no host
+syncs; the CUDA-graph-capturable flow) on the same scenes in the same run, next to the adaptive one.
 
 Timing: each environment count is warmed up (the objects land in the bowl, the stack settles),
 then `--steps` steps are timed. MuJoCo steps the same scenes (meshes collide as convex hulls),
@@ -42,8 +46,8 @@ def build(name: str, envs: int):
     return [scenes.cube_stack(count=10)] * envs
 
 
-def time_ours(name: str, envs: int, dt: float, warm: int, steps: int) -> dict:
-    sim = Stepper(build(name, envs), dt=dt, on_failure="ignore")
+def time_ours(name: str, envs: int, dt: float, warm: int, steps: int, fixed: int | None = None) -> dict:
+    sim = Stepper(build(name, envs), dt=dt, on_failure="ignore", fixed_iterations=fixed)
     for _ in range(warm):
         sim.step()
     iterations, contacts = 0, 0
@@ -54,6 +58,7 @@ def time_ours(name: str, envs: int, dt: float, warm: int, steps: int) -> dict:
         iterations += info.iterations
         contacts += float(info.contacts.double().mean())
     elapsed = time.perf_counter() - start
+    sim.validate()  # fixed mode: no candidate overflow, nothing non-finite
     return {"env_steps_per_s": envs * steps / elapsed, "newton_iterations": iterations / steps,
             "contacts": contacts / steps}
 
@@ -143,6 +148,9 @@ def main() -> None:
     parser.add_argument("--contacts", type=int, default=600)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--fixed-iterations", type=int, default=None,
+                        help="also time the fixed-iteration (host-sync-free) mode with N Newton iterations")
+    parser.add_argument("--no-fidelity", action="store_true", help="skip the Table II fidelity run")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -154,6 +162,10 @@ def main() -> None:
             continue
         for envs in args.envs:
             row = {"scene": name, "envs": envs, **time_ours(name, envs, args.dt, warm, args.steps)}
+            if args.fixed_iterations:
+                fixed = time_ours(name, envs, args.dt, warm, args.steps, args.fixed_iterations)
+                row["fixed_env_steps_per_s"] = fixed["env_steps_per_s"]
+                row["fixed_vs_adaptive"] = fixed["env_steps_per_s"] / row["env_steps_per_s"]
             mj = time_mujoco(name, envs, args.dt, warm, args.steps)
             if mj:
                 row["mujoco_env_steps_per_s"] = mj["env_steps_per_s"]
@@ -163,7 +175,12 @@ def main() -> None:
             print_table([row], list(row))
             print()
     print_table(rows, ["scene", "envs", "env_steps_per_s", "newton_iterations", "contacts",
-                       "mujoco_env_steps_per_s", "ratio_vs_mujoco"])
+                       "mujoco_env_steps_per_s", "ratio_vs_mujoco"]
+                + (["fixed_env_steps_per_s", "fixed_vs_adaptive"] if args.fixed_iterations else []))
+    if args.no_fidelity:
+        path = write_json("stepper", {"args": vars(args), "rows": rows}, args.out)
+        print(f"\nwrote {path}")
+        return
     fid = fidelity(args.fidelity_envs, args.dt, args.contacts, max_steps=400)
     print("\nmin-|sd| at contacts on the bowl scene (metres; LOCC Table II):")
     table = [{"simulator": k, "average": v[0], "top10_average": v[1], "maximum": v[2], "samples": 600}

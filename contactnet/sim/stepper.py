@@ -97,8 +97,9 @@ class Stepper:
         its old one, and non-finite states, candidate overflow and non-convergence are recorded on
         the device and raised (or warned, per on_failure) by `validate()`, which syncs: call it
         outside the captured region, e.g. every few hundred steps and at the end.
-    max_candidates: rows per kind of the padded candidate lists (fixed_iterations only); None: 64
-    per vertex of the dynamic bodies, at least 256 per environment.
+    max_candidates: rows per kind of the padded candidate lists (fixed_iterations only; every row
+    costs work, used or not); None: 12 per vertex of the dynamic bodies + 64 per environment,
+    about twice the peak seen in the cube-stack and bowl scenes.
     line_search_steps: energy trials per Newton iteration in fixed_iterations mode.
     on_failure: what a step that does not converge does: "warn" (default), "raise" or "ignore";
     `StepInfo.converged` always says which environments converged.
@@ -152,7 +153,8 @@ class Stepper:
         self._pack(scenes)
         if max_candidates is None:
             dynamic_vertices = int((self.kind.reshape(-1)[self.vertex_body] == _DYNAMIC).sum())
-            max_candidates = max(64 * dynamic_vertices, 256 * self.num_envs)
+            # Measured peaks (benchmark scenes, one search): ~5 edge–edge pairs per dynamic vertex.
+            max_candidates = 12 * dynamic_vertices + 64 * self.num_envs
         self.max_candidates = max_candidates
         # What fixed-iteration steps leave for validate(): per environment, and for the searches.
         self._pending_nonfinite = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
@@ -505,7 +507,9 @@ class Stepper:
                 L = torch.where(use[:, None, None], L2, L)
                 info = torch.where(use, 0, info)
             dq = -torch.cholesky_solve(grad[..., None], L)[..., 0]
-            return torch.where((info == 0)[:, None] & torch.isfinite(dq), dq, 0.0)
+            # Non-finite input stays non-finite (the step records it); a merely indefinite H: no step.
+            finite_input = torch.isfinite(grad).all(1) & torch.isfinite(H).all((1, 2))
+            return torch.where(((info == 0) | ~finite_input)[:, None], dq, 0.0)
         shift = torch.zeros(E, dtype=H.dtype, device=H.device)
         for _ in range(8):  # regularise singular systems (flat shells, free affine modes) only
             L, info = torch.linalg.cholesky_ex(H + (shift * scale)[:, None, None] * eye)
@@ -593,6 +597,7 @@ class Stepper:
         done = torch.zeros(E, dtype=torch.bool, device=self.device)
         converged = torch.zeros(E, dtype=torch.bool, device=self.device)
         iterations = torch.zeros(E, dtype=torch.int64, device=self.device)
+        broken = ~torch.isfinite(energy)
         fixed = self.fixed_iterations
         total = fixed if fixed is not None else self.max_iterations
         it = 0
@@ -600,6 +605,9 @@ class Stepper:
         for it in range(1, total + 1):
             grad, H = self._gradient_hessian(q, q_hat, w, x_t, lag, near)
             dq = self._solve(grad, H).reshape(E, B, 12)
+            if fixed is not None:  # recorded for validate(); no step for such an environment
+                broken |= ~torch.isfinite(dq).all(2).all(1)
+                dq = torch.where(broken[:, None, None], 0.0, dq)
             small = self._step_bound(dq) <= self.tolerance * self.dt
             converged |= small & ~done
             done |= small
@@ -631,7 +639,7 @@ class Stepper:
                 bad = torch.nonzero(~torch.isfinite(q).all(2).all(1)).flatten().tolist()
                 raise FloatingPointError(f"step produced a non-finite state in environments {bad}")
         else:  # recorded for validate(); a non-finite environment keeps its state
-            finite = torch.isfinite(q).all(2).all(1)
+            finite = torch.isfinite(q).all(2).all(1) & ~broken
             self._pending_nonfinite |= ~finite
             self._pending_unconverged |= ~converged
             q = torch.where(finite[:, None, None], q, self.q)
