@@ -1,0 +1,123 @@
+"""Fixed-capacity broad phases (`collision_candidates_padded`, `swept_candidates_padded`) and the
+-1 padding rows every IPC op accepts: same pairs as the variable-size search, counts that expose an
+overflow, masks, and zero contribution (no impact for CCD) from padding."""
+
+import pytest
+import torch
+
+from contactnet.ops import ipc
+from contactnet.ops.reference import ipc as ref
+
+
+def _sets(c: ipc.Candidates):
+    fv, ee = c
+    return ({tuple(r) for r in fv[fv[:, 0] >= 0].tolist()}, {tuple(r) for r in ee[ee[:, 0] >= 0].tolist()})
+
+
+def _padding_is_minus_one_after_the_pairs(p: ipc.PaddedCandidates):
+    for rows, n in zip(p.candidates, p.counts.tolist()):
+        assert (rows[: min(n, rows.shape[0])] >= 0).all() and (rows[n:] == -1).all()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_padded_matches_the_variable_size_search(seed, device):
+    V, F, E = (t.to(device) for t in ref.random_triangle_soup(30, seed=seed))
+    want = ipc.collision_candidates(V, F, E, 0.08)
+    got = ipc.collision_candidates_padded(V, F, E, 0.08, capacity=want.count + 5)
+    assert _sets(got.candidates) == _sets(want)
+    assert got.counts.tolist() == [want.face_vertex.shape[0], want.edge_edge.shape[0]]
+    assert not bool(got.overflow)
+    _padding_is_minus_one_after_the_pairs(got)
+    V1 = V + 0.05 * torch.randn(V.shape, generator=torch.Generator().manual_seed(seed), dtype=V.dtype).to(device)
+    want = ipc.swept_candidates(V, V1, F, E, 0.01)
+    got = ipc.swept_candidates_padded(V, V1, F, E, want.count, 0.01)
+    assert _sets(got.candidates) == _sets(want)
+
+
+def test_vertex_body_and_masks():
+    V, F, E, body, dhat = ref.stacked_sheets(4, seed=2)
+    want = ipc.collision_candidates(V, F, E, 1.5 * dhat, vertex_body=body)
+    got = ipc.collision_candidates_padded(V, F, E, 1.5 * dhat, 4 * want.count, vertex_body=body)
+    assert _sets(got.candidates) == _sets(want)
+    # Masked-out primitives take part in no pair; the rest are unchanged.
+    g = torch.Generator().manual_seed(0)
+    vm, fm, em = (torch.rand(n, generator=g) < 0.6 for n in (V.shape[0], F.shape[0], E.shape[0]))
+    masked = ipc.collision_candidates_padded(V, F, E, 1.5 * dhat, 4 * want.count, vertex_body=body,
+                                             vertex_active=vm, face_active=fm, edge_active=em)
+    fv, ee = _sets(want)
+    assert _sets(masked.candidates) == ({(v, f) for v, f in fv if vm[v] and fm[f]},
+                                        {(a, b) for a, b in ee if em[a] and em[b]})
+
+
+def test_overflow_is_counted_and_the_kept_pairs_are_real():
+    V, F, E = ref.random_triangle_soup(30, seed=0)
+    want = ipc.collision_candidates(V, F, E, 0.08)
+    got = ipc.collision_candidates_padded(V, F, E, 0.08, capacity=5)
+    assert got.candidates.face_vertex.shape == (5, 2) and got.candidates.edge_edge.shape == (5, 2)
+    assert got.counts.tolist() == [want.face_vertex.shape[0], want.edge_edge.shape[0]] and bool(got.overflow)
+    fv, ee = _sets(got.candidates)
+    assert len(fv) == 5 and fv <= _sets(want)[0] and ee <= _sets(want)[1]
+    empty = ipc.collision_candidates_padded(V, F, E, 0.08, capacity=0)
+    assert empty.candidates.count == 0 and bool(empty.overflow)
+
+
+def test_padding_rows_contribute_nothing(device):
+    V, F, E = (t.to(device) for t in ref.random_triangle_soup(30, seed=3))
+    dhat = 0.08
+    c = ipc.collision_candidates(V, F, E, dhat)
+    pad = torch.full((7, 2), -1, dtype=torch.int64, device=device)
+    p = ipc.Candidates(torch.cat([c.face_vertex, pad]), torch.cat([c.edge_edge, pad]))
+    nfv = c.face_vertex.shape[0]
+    real = torch.ones(p.count, dtype=torch.bool, device=device)
+    real[nfv: nfv + 7] = False
+    real[-7:] = False
+    for fn in (ipc.barrier_potential, ipc.barrier_potential_gradient):
+        full = fn(V, F, E, p, dhat, per_candidate=True)
+        torch.testing.assert_close(full[real], fn(V, F, E, c, dhat, per_candidate=True))
+        assert (full[~real] == 0).all()
+    h = ipc.barrier_potential_hessian(V, F, E, p, dhat, assemble=False).local
+    assert (h[~real] == 0).all()
+    vel = 0.01 * torch.ones_like(V)
+    for fn in (ipc.friction_potential, ipc.friction_potential_gradient):
+        full = fn(vel, V, F, E, p, dhat, 1.0, 0.5, 1e-3, per_candidate=True)
+        torch.testing.assert_close(full[real], fn(vel, V, F, E, c, dhat, 1.0, 0.5, 1e-3, per_candidate=True))
+        assert (full[~real] == 0).all()
+    assert (ipc.friction_potential_hessian(vel, V, F, E, p, dhat, 1.0, 0.5, 1e-3, assemble=False).local[~real] == 0).all()
+    toi = ipc.ccd_time_of_impact(V, V + 0.1, F, E, p, tmax=0.7)
+    torch.testing.assert_close(toi[real], ipc.ccd_time_of_impact(V, V + 0.1, F, E, c, tmax=0.7))
+    assert (toi[~real] == 0.7).all()
+    torch.testing.assert_close(ipc.barrier_potential(V, F, E, p, dhat), ipc.barrier_potential(V, F, E, c, dhat))
+
+
+def test_bad_input():
+    V, F, E = ref.random_triangle_soup(3)
+    with pytest.raises(ValueError, match="capacity"):
+        ipc.collision_candidates_padded(V, F, E, 0.1, -1)
+    with pytest.raises(ValueError, match="capacity"):
+        ipc.swept_candidates_padded(V, V, F, E, 2.5)
+    with pytest.raises(ValueError, match="face_active"):
+        ipc.collision_candidates_padded(V, F, E, 0.1, 4, face_active=torch.ones(F.shape[0] + 1, dtype=torch.bool))
+    with pytest.raises(TypeError, match="edge_active"):
+        ipc.collision_candidates_padded(V, F, E, 0.1, 4, edge_active=torch.ones(E.shape[0]))
+    with pytest.raises(ValueError, match="padding row"):
+        ipc.barrier_potential(V, F, E, ipc.Candidates(torch.tensor([[-1, 0]]), E[:0]), 0.1)
+    with pytest.raises(ValueError, match="candidates.edge_edge"):
+        ipc.barrier_potential(V, F, E, ipc.Candidates(F[:0, :2].contiguous(), torch.tensor([[-2, -2]])), 0.1)
+
+
+def test_trusted_indices_skips_only_value_checks():
+    V, F, E = ref.random_triangle_soup(3)
+    with ipc.trusted_indices():
+        ipc.collision_candidates_padded(V, F, E, 0.1, 4)
+        with pytest.raises(TypeError, match="faces"):
+            ipc.collision_candidates_padded(V, F.int(), E, 0.1, 4)
+    with pytest.raises(ValueError, match="faces"):
+        ipc.collision_candidates_padded(V, F + 100, E, 0.1, 4)
+
+
+def test_opcheck():
+    V, F, E, body, dhat = ref.stacked_sheets(2, seed=1)
+    mask = torch.ones(V.shape[0], dtype=torch.bool)
+    torch.library.opcheck(torch.ops.contactnet.ipc_collision_candidates_padded, (V, F, E, body, 0.2, 16))
+    torch.library.opcheck(torch.ops.contactnet.ipc_collision_candidates_padded, (V, F, E, None, 0.2, 16, mask))
+    torch.library.opcheck(torch.ops.contactnet.ipc_swept_candidates_padded, (V, V + 0.1, F, E, None, 0.01, 8))
