@@ -8,6 +8,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from contactnet.sim import CandidateOverflow, Scene, Stepper, box_mesh
+from contactnet.sim.scenes import shake_trajectory
 
 CUBE = box_mesh((0.05, 0.05, 0.05), name="cube")
 aten = torch.ops.aten
@@ -56,9 +57,15 @@ def two_cubes():
     return scene
 
 
+def shaken_cube():
+    scene = cube_on_ground()
+    scene.add_body(CUBE, kind="kinematic", trajectory=shake_trajectory(0.01, 2.0, height=0.2), name="shaker")
+    return scene
+
+
 @pytest.mark.parametrize("scenes", ["cube", "mixed"])
 def test_fixed_step_has_no_host_sync_and_no_data_dependent_shape(scenes):
-    envs = [cube_on_ground()] if scenes == "cube" else [two_cubes(), cube_on_ground(), two_cubes()]
+    envs = [cube_on_ground()] if scenes == "cube" else [two_cubes(), shaken_cube(), two_cubes()]
     sim = Stepper(envs, fixed_iterations=4, on_failure="ignore")
     sim.step()  # (the first step may set up lazily; every later one must be sync-free)
     with NoHostSync() as mode:
