@@ -447,15 +447,12 @@ class Stepper:
             g_pair = torch.zeros(E * B, 12, dtype=q.dtype, device=q.device).index_add_(
                 0, body.reshape(-1), gy.reshape(-1, 12))
             grad = grad + self._to_q_order(g_pair, 1).reshape(E, B, 12)
-            # Accumulate into (E, B_s, α, i, j, B_t, β), the layout the blocks come in, then reorder once.
-            dev = q.device
-            row = body * (144 * B)  # (env·B + b_s) · 36 · 4B
-            col = (body % B) * 4
-            aij = (torch.arange(36, device=dev) * 4 * B).reshape(4, 3, 3)
-            flat = (row[:, :, None, None, None, None, None] + aij[None, None, :, :, :, None, None]
-                    + col[:, None, None, None, None, :, None] + torch.arange(4, device=dev))
-            G = torch.zeros(E * B * 36 * B * 4, dtype=q.dtype, device=dev).index_add_(0, flat.reshape(-1), hy.reshape(-1))
-            G = G.reshape(E, B, 4, 3, 3, B, 4).permute(0, 1, 3, 2, 5, 4, 6).reshape(E, B, 12, B, 12)
+            # Sum whole 144-entry body-pair blocks into (E, B_s, B_t, α, i, j, β): one index per
+            # block (env·B² + b_s·B + b_t = body_s·B + b_t) rather than one per entry; reorder once.
+            key = body[:, :, None] * B + (body % B)[:, None, :]  # (N, s, t)
+            blocks = hy.permute(0, 1, 5, 2, 3, 4, 6).reshape(-1, 144)  # [(n, s, t), (α, i, j, β)]
+            G = torch.zeros(E * B * B, 144, dtype=q.dtype, device=q.device).index_add_(0, key.reshape(-1), blocks)
+            G = G.reshape(E, B, B, 4, 3, 3, 4).permute(0, 1, 4, 3, 2, 5, 6).reshape(E, B, 12, B, 12)
             H = H + self._to_q_order(self._to_q_order(G, 2), 4)
         return grad.reshape(E, n), H.reshape(E, n, n)
 
