@@ -14,6 +14,10 @@ Conventions (the same as IPC Toolkit 1.6.1, against which the tests compare):
 - Stencils: a face–vertex candidate (vertex, face) acts on (p, t0, t1, t2); an edge–edge
   candidate (edge_a, edge_b) on (ea0, ea1, eb0, eb1). Per-candidate gradients are (N, 12) and
   Hessians (N, 12, 12) on those 4 vertices × 3 coordinates; face–vertex candidates come first.
+- Padding: a candidate row of -1 (from the fixed-capacity `*_candidates_padded` searches, which
+  never read back to the host) contributes 0 to every potential, gradient and Hessian and has no
+  impact (tmax) in CCD; `candidate_stencils` gives it the last face's / edge's vertices, which
+  receive those zeros harmlessly.
 - Assembled derivatives use DOF 3·v + c (vertex-major, the flattening of a (V, 3) tensor); the
   assembled Hessian is a coalesced sparse COO tensor of shape (3V, 3V).
 """

@@ -33,6 +33,9 @@
 //
 // ipc_ccd(vertices_t0, vertices_t1, faces, edges, fv, ee, min_distance, tmax,
 //         conservative_rescaling, max_iterations) -> (N,) time of impact in [0, tmax] (tmax: none).
+//
+// Rows of -1 in fv / ee are padding (fixed-capacity lists, see ipc_padded.h): 0 energy, gradient
+// and Hessian, toi = tmax.
 #pragma once
 
 #include <optional>
