@@ -57,8 +57,8 @@ class StepNotConverged(RuntimeError):
 
 
 class CandidateOverflow(RuntimeError):
-    """A fixed-capacity candidate search found more pairs than `max_candidates` (raised by
-    `Stepper.validate`): contacts were dropped, so the state may penetrate."""
+    """A fixed-capacity candidate search found more pairs than `max_candidates` / `max_contacts`
+    (raised by `Stepper.validate`): contacts were dropped, so the state may penetrate."""
 
 
 class StepInfo(NamedTuple):
@@ -87,9 +87,11 @@ class Stepper:
     fixed-shape tensor ops with no host synchronisation, so a step can be captured in a CUDA graph
     and replayed. Environments that meet the tolerance early take zero steps for the remaining
     iterations (so with enough iterations the trajectory is the adaptive one). In this mode:
-      - candidate searches return `max_candidates` rows of face–vertex and of edge–edge pairs,
-        padded with -1 (`ipc.collision_candidates_padded`); pairs beyond that are dropped and
-        reported, never silently (`StepInfo.candidate_overflow`, `validate`);
+      - candidate searches return a fixed number of rows of face–vertex and of edge–edge pairs,
+        padded with -1 (`ipc.collision_candidates_padded`): `max_candidates` for the swept broad
+        phase of each Newton segment, `max_contacts` for the pairs closer than d̂ (friction,
+        forces, the first iteration); pairs beyond that are dropped and reported, never silently
+        (`StepInfo.candidate_overflow`, `validate`);
       - the line search tries exactly `line_search_steps` step lengths α, α/2, … (α the CCD bound);
       - a Hessian that Cholesky cannot factorise gets a fixed ladder of diagonal shifts; an
         environment none of them fixes stays where it is for that iteration;
@@ -97,9 +99,10 @@ class Stepper:
         its old one, and non-finite states, candidate overflow and non-convergence are recorded on
         the device and raised (or warned, per on_failure) by `validate()`, which syncs: call it
         outside the captured region, e.g. every few hundred steps and at the end.
-    max_candidates: rows per kind of the padded candidate lists (fixed_iterations only; every row
-    costs work, used or not); None: 12 per vertex of the dynamic bodies + 64 per environment,
-    about twice the peak seen in the cube-stack and bowl scenes.
+    max_candidates, max_contacts: rows per kind of those padded lists (fixed_iterations only;
+    every row costs work, used or not); None: 12 (max_contacts: 2) per vertex of the dynamic
+    bodies + 64 (128) per environment, at least twice the peaks seen in the cube-stack and bowl
+    scenes (a swept search: up to 5 edge–edge pairs per dynamic vertex; pairs within d̂: 1.6).
     line_search_steps: energy trials per Newton iteration in fixed_iterations mode.
     on_failure: what a step that does not converge does: "warn" (default), "raise" or "ignore";
     `StepInfo.converged` always says which environments converged.
@@ -110,7 +113,7 @@ class Stepper:
                  gravity=(0.0, 0.0, -9.81), stiffness: float = 1e8, kinematic_stiffness: float = 1e4,
                  tolerance: float = 1e-5, max_iterations: int = 100, fixed_iterations: int | None = None,
                  device: torch.device | str = "cpu", on_failure: str = "warn", max_candidates: int | None = None,
-                 line_search_steps: int = 8):
+                 max_contacts: int | None = None, line_search_steps: int = 8):
         if isinstance(scenes, Scene):
             scenes = [scenes] * (1 if num_envs is None else int(num_envs))
         elif num_envs is not None and num_envs != len(scenes):
@@ -134,8 +137,9 @@ class Stepper:
             raise ValueError(f"fixed_iterations: expected a positive int or None, got {fixed_iterations!r}")
         if not (isinstance(max_iterations, int) and max_iterations > 0):
             raise ValueError(f"max_iterations: expected a positive int, got {max_iterations!r}")
-        if max_candidates is not None and not (isinstance(max_candidates, int) and max_candidates > 0):
-            raise ValueError(f"max_candidates: expected a positive int or None, got {max_candidates!r}")
+        for value, name in ((max_candidates, "max_candidates"), (max_contacts, "max_contacts")):
+            if value is not None and not (isinstance(value, int) and value > 0):
+                raise ValueError(f"{name}: expected a positive int or None, got {value!r}")
         if not (isinstance(line_search_steps, int) and line_search_steps > 0):
             raise ValueError(f"line_search_steps: expected a positive int, got {line_search_steps!r}")
         self.scenes = scenes
@@ -151,11 +155,9 @@ class Stepper:
         if self.gravity.shape != (3,) or not bool(torch.isfinite(self.gravity).all()):
             raise ValueError(f"gravity: expected a finite (3,) vector in m/s², got {gravity!r}")
         self._pack(scenes)
-        if max_candidates is None:
-            dynamic_vertices = int((self.kind.reshape(-1)[self.vertex_body] == _DYNAMIC).sum())
-            # Measured peaks (benchmark scenes, one search): ~5 edge–edge pairs per dynamic vertex.
-            max_candidates = 12 * dynamic_vertices + 64 * self.num_envs
-        self.max_candidates = max_candidates
+        dynamic_vertices = int((self.kind.reshape(-1)[self.vertex_body] == _DYNAMIC).sum())
+        self.max_candidates = max_candidates or 12 * dynamic_vertices + 64 * self.num_envs
+        self.max_contacts = max_contacts or 2 * dynamic_vertices + 128 * self.num_envs
         # What fixed-iteration steps leave for validate(): per environment, and for the searches.
         self._pending_nonfinite = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         self._pending_unconverged = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
@@ -334,12 +336,12 @@ class Stepper:
 
     def _search_padded(self, x0, x1, reach, keep_v, keep_f, keep_e) -> ipc.Candidates:
         """`_search` with fixed shapes: primitives far from other groups are masked out of the sweep
-        instead of compacted away, the lists have `max_candidates` rows (-1 padding) and an
-        overflow is recorded for `validate`."""
+        instead of compacted away, the lists have `max_contacts` (x1 None) or `max_candidates`
+        rows (-1 padding) and an overflow is recorded for `validate`."""
         slot = self._slot[self.vertex_env]
         masks = dict(vertex_body=self.vertex_group, vertex_active=keep_v, face_active=keep_f, edge_active=keep_e)
         if x1 is None:
-            found = ipc.collision_candidates_padded(x0 + slot, self.faces, self.edges, reach, self.max_candidates,
+            found = ipc.collision_candidates_padded(x0 + slot, self.faces, self.edges, reach, self.max_contacts,
                                                     **masks)
         else:
             found = ipc.swept_candidates_padded(x0 + slot, x1 + slot, self.faces, self.edges, self.max_candidates,
@@ -552,8 +554,8 @@ class Stepper:
         """Raise on what fixed-iteration steps since the last call recorded (they check nothing, to
         stay free of host syncs; this call syncs): FloatingPointError for environments whose state
         went non-finite (they kept their last finite state), CandidateOverflow when a candidate
-        search found more than `max_candidates` pairs of a kind (contacts were dropped: raise
-        max_candidates and re-run), then non-convergence within fixed_iterations as on_failure says
+        search found more pairs of a kind than its capacity (contacts were dropped: raise
+        max_candidates / max_contacts and re-run), then non-convergence within fixed_iterations as on_failure says
         (warn, raise StepNotConverged, or ignore). Clears the record. Adaptive steps check
         themselves, so after them this finds nothing."""
         nonfinite, unconverged = self._pending_nonfinite.clone(), self._pending_unconverged.clone()
@@ -566,8 +568,9 @@ class Stepper:
             raise FloatingPointError(f"a step produced a non-finite state in environments {bad} "
                                      "(they kept their last finite state)")
         if overflow:
-            raise CandidateOverflow(f"a candidate search found more than max_candidates={self.max_candidates} "
-                                    "pairs of one kind; contacts were dropped (raise max_candidates)")
+            raise CandidateOverflow(f"a candidate search found more pairs of one kind than its capacity "
+                                    f"(max_candidates={self.max_candidates}, max_contacts={self.max_contacts}); "
+                                    "contacts were dropped (raise them)")
         if bool(unconverged.any()):
             self._report_unconverged(unconverged, self.fixed_iterations, stacklevel=3)
 

@@ -116,14 +116,16 @@ def test_a_few_fixed_iterations_never_penetrate_and_report_non_convergence():
 
 
 def test_candidate_overflow_is_reported_not_silent():
-    sim = Stepper(two_cubes(), fixed_iterations=3, max_candidates=2, on_failure="ignore")
-    info = sim.step()
-    assert bool(info.candidate_overflow)
-    with pytest.raises(CandidateOverflow, match="max_candidates=2"):
+    for kwargs in ({"max_candidates": 2}, {"max_contacts": 2}):
+        sim = Stepper(two_cubes(), fixed_iterations=3, on_failure="ignore", **kwargs)
+        info = sim.step()
+        assert bool(info.candidate_overflow)
+        name, value = next(iter(kwargs.items()))
+        with pytest.raises(CandidateOverflow, match=f"{name}={value}"):
+            sim.validate()
         sim.validate()
-    sim.validate()
-    with pytest.raises(ValueError, match="max_candidates"):
-        Stepper(two_cubes(), fixed_iterations=3, max_candidates=0)
+        with pytest.raises(ValueError, match=name):
+            Stepper(two_cubes(), fixed_iterations=3, **{name: 0})
     with pytest.raises(ValueError, match="line_search_steps"):
         Stepper(two_cubes(), fixed_iterations=3, line_search_steps=0)
 
