@@ -486,8 +486,10 @@ class Stepper:
         """Reorder a dimension of 12 DOFs from (coordinate i, x̄ component α) to q = (p, a1, a2, a3)."""
         return t.index_select(dim, self._dof_order)
 
-    def _solve(self, grad, H) -> torch.Tensor:
-        """Newton direction −H⁻¹g per environment with the DOFs of static and absent bodies fixed."""
+    def _solve(self, grad, H) -> tuple[torch.Tensor, torch.Tensor]:
+        """Newton direction −H⁻¹g per environment with the DOFs of static and absent bodies fixed,
+        and (E,) bool: H factorised. In a fixed-iteration step the direction is 0 where H did not
+        factorise and non-finite where grad or H are."""
         E, n = grad.shape
         free = self.free_dof.repeat_interleave(12, dim=1)  # (E, n)
         fixed = ~free
@@ -497,8 +499,7 @@ class Stepper:
         scale = torch.diagonal(H, dim1=1, dim2=2).abs().amax(1).clamp_min(1e-300)
         eye = torch.eye(n, dtype=H.dtype, device=H.device)
         if self._uniform:
-            # A fixed ladder of shifts; each environment keeps the first that factorises, and one
-            # that none does takes no step (validate() reports it as not converged).
+            # A fixed ladder of shifts; each environment keeps the first that factorises.
             L, info = torch.linalg.cholesky_ex(H)
             for shift in (1e-9, 1e-4):
                 L2, info2 = torch.linalg.cholesky_ex(H + (shift * scale)[:, None, None] * eye)
@@ -506,9 +507,8 @@ class Stepper:
                 L = torch.where(use[:, None, None], L2, L)
                 info = torch.where(use, 0, info)
             dq = -torch.cholesky_solve(grad[..., None], L)[..., 0]
-            # Non-finite input stays non-finite (the step records it); a merely indefinite H: no step.
             finite_input = torch.isfinite(grad).all(1) & torch.isfinite(H).all((1, 2))
-            return torch.where(((info == 0) | ~finite_input)[:, None], dq, 0.0)
+            return torch.where(((info == 0) | ~finite_input)[:, None], dq, 0.0), info == 0
         shift = torch.zeros(E, dtype=H.dtype, device=H.device)
         for _ in range(8):  # regularise singular systems (flat shells, free affine modes) only
             L, info = torch.linalg.cholesky_ex(H + (shift * scale)[:, None, None] * eye)
@@ -516,7 +516,7 @@ class Stepper:
             if not bool(bad.any()):
                 break
             shift = torch.where(bad, torch.where(shift == 0, 1e-12, shift * 100), shift)
-        return -torch.cholesky_solve(grad[..., None], L)[..., 0]
+        return -torch.cholesky_solve(grad[..., None], L)[..., 0], info == 0
 
     def _step_bound(self, dq: torch.Tensor) -> torch.Tensor:
         """(E,) bound on the largest vertex displacement of a step dq (E, B, 12)."""
@@ -555,9 +555,10 @@ class Stepper:
         stay free of host syncs; this call syncs): FloatingPointError for environments whose state
         went non-finite (they kept their last finite state), CandidateOverflow when a candidate
         search found more pairs of a kind than its capacity (contacts were dropped: raise
-        max_candidates / max_contacts and re-run), then non-convergence within fixed_iterations as on_failure says
-        (warn, raise StepNotConverged, or ignore). Clears the record. Adaptive steps check
-        themselves, so after them this finds nothing."""
+        max_candidates / max_contacts and re-run), then non-convergence within fixed_iterations
+        (or a Hessian that did not factorise) as on_failure says: warn, raise StepNotConverged,
+        or ignore. Clears the record. Adaptive steps check themselves, so after them this finds
+        nothing."""
         nonfinite, unconverged = self._pending_nonfinite.clone(), self._pending_unconverged.clone()
         overflow = bool(self._pending_overflow)
         self._pending_nonfinite.zero_()
@@ -597,16 +598,19 @@ class Stepper:
         done = torch.zeros(E, dtype=torch.bool, device=self.device)
         converged = torch.zeros(E, dtype=torch.bool, device=self.device)
         iterations = torch.zeros(E, dtype=torch.int64, device=self.device)
-        broken = ~torch.isfinite(energy)
+        broken = ~torch.isfinite(energy)  # fixed mode: non-finite energy or Newton direction
+        stuck = torch.zeros(E, dtype=torch.bool, device=self.device)  # fixed mode: H never factorised
         fixed = self.fixed_iterations
         total = fixed if fixed is not None else self.max_iterations
         it = 0
         near = None  # pairs that can come within d̂ along the last Newton segment
         for it in range(1, total + 1):
             grad, H = self._gradient_hessian(q, q_hat, w, x_t, lag, near)
-            dq = self._solve(grad, H).reshape(E, B, 12)
+            dq, factorised = self._solve(grad, H)
+            dq = dq.reshape(E, B, 12)
             if fixed is not None:  # recorded for validate(); no step for such an environment
                 broken |= ~torch.isfinite(dq).all(2).all(1)
+                stuck |= ~factorised
                 dq = torch.where(broken[:, None, None], 0.0, dq)
             small = self._step_bound(dq) <= self.tolerance * self.dt
             converged |= small & ~done
@@ -640,6 +644,7 @@ class Stepper:
                 raise FloatingPointError(f"step produced a non-finite state in environments {bad}")
         else:  # recorded for validate(); a non-finite environment keeps its state
             finite = torch.isfinite(q).all(2).all(1) & ~broken
+            converged &= ~stuck
             self._pending_nonfinite |= ~finite
             self._pending_unconverged |= ~converged
             q = torch.where(finite[:, None, None], q, self.q)
