@@ -387,17 +387,19 @@ def swept_candidates(vertices_t0, vertices_t1, faces, edges, min_distance: float
     )
 
 
-def _check_active(mask, name: str, n: int, like: torch.Tensor) -> None:
-    if mask is None:
-        return
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        raise TypeError(f"{name}: expected a bool tensor or None")
-    if mask.shape != (n,):
-        raise ValueError(f"{name}: expected shape ({n},), got {tuple(mask.shape)}")
-    if mask.device != like.device:
-        raise ValueError(f"{name} is on {mask.device} but the vertices are on {like.device}")
-    if not mask.is_contiguous():
-        raise ValueError(f"{name}: expected a contiguous tensor (call .contiguous() first)")
+def _check_active(vertices, faces, edges, vertex_active, face_active, edge_active) -> None:
+    for mask, name, n in ((vertex_active, "vertex_active", vertices.shape[0]),
+                          (face_active, "face_active", faces.shape[0]), (edge_active, "edge_active", edges.shape[0])):
+        if mask is None:
+            continue
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            raise TypeError(f"{name}: expected a bool tensor or None")
+        if mask.shape != (n,):
+            raise ValueError(f"{name}: expected shape ({n},), got {tuple(mask.shape)}")
+        if mask.device != vertices.device:
+            raise ValueError(f"{name} is on {mask.device} but the vertices are on {vertices.device}")
+        if not mask.is_contiguous():
+            raise ValueError(f"{name}: expected a contiguous tensor (call .contiguous() first)")
 
 
 def _check_capacity(capacity) -> int:
@@ -417,9 +419,7 @@ def collision_candidates_padded(vertices, faces, edges, dhat: float, capacity: i
     _check_mesh(vertices, faces, edges, vertex_body)
     dhat = _check_positive(dhat, "dhat")
     capacity = _check_capacity(capacity)
-    for mask, name, n in ((vertex_active, "vertex_active", vertices.shape[0]), (face_active, "face_active", faces.shape[0]),
-                          (edge_active, "edge_active", edges.shape[0])):
-        _check_active(mask, name, n, vertices)
+    _check_active(vertices, faces, edges, vertex_active, face_active, edge_active)
     fv, ee, counts = _ops.ipc_collision_candidates_padded(vertices, faces, edges, vertex_body, dhat, capacity,
                                                           vertex_active, face_active, edge_active)
     return PaddedCandidates(Candidates(fv, ee), counts)
@@ -434,9 +434,7 @@ def swept_candidates_padded(vertices_t0, vertices_t1, faces, edges, capacity: in
     check_same_batch({"vertices_t0": vertices_t0, "vertices_t1": vertices_t1})
     min_distance = _check_positive(min_distance, "min_distance", allow_zero=True)
     capacity = _check_capacity(capacity)
-    for mask, name, n in ((vertex_active, "vertex_active", vertices_t0.shape[0]),
-                          (face_active, "face_active", faces.shape[0]), (edge_active, "edge_active", edges.shape[0])):
-        _check_active(mask, name, n, vertices_t0)
+    _check_active(vertices_t0, faces, edges, vertex_active, face_active, edge_active)
     fv, ee, counts = _ops.ipc_swept_candidates_padded(vertices_t0, vertices_t1, faces, edges, vertex_body,
                                                       min_distance, capacity, vertex_active, face_active, edge_active)
     return PaddedCandidates(Candidates(fv, ee), counts)

@@ -382,7 +382,7 @@ struct SweepFunctor {
   const int64_t* offset;
   int64_t* count;  // pass 1
   int64_t* out;    // pass 2: (total, 2)
-  int64_t capacity = -1;  // >= 0: pass 2 writes only the first `capacity` pairs (out has that many rows)
+  int64_t capacity = -1;  // >= 0: pass 2 writes only the first `capacity` pairs (rows of out)
 
   // Narrow filter for vertex va vs face fb, or edge ea vs edge eb.
   CN_HD bool keep(int64_t a, int64_t b) const {
