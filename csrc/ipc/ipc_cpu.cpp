@@ -1,5 +1,8 @@
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "common/launch_cpu.h"
@@ -102,6 +105,90 @@ Tensor ccd_cpu(const Tensor& v0, const Tensor& v1, const Tensor& faces, const Te
                       max_iterations, kPotentialLaunch);
 }
 
+// Sum of (N, 12, 12) stencil blocks as a coalesced (row-major, merged) COO matrix of size 3V,
+// without a sort of the N·144 entries: every vertex row gathers the blocks of the candidates that
+// touch it, so its column pattern (the distinct vertices of those stencils) is known up front and
+// each block lands at its final position. Returns indices (2, nnz) int64 and values (nnz,).
+std::tuple<Tensor, Tensor> assemble_hessian_cpu(const Tensor& local, const Tensor& stencils,
+                                                int64_t num_vertices) {
+  check_float_input(local, "local", {-1, 12, 12});
+  check_index_input(stencils, "stencils", {-1, 4}, num_vertices);
+  check_same_batch(local, "local", stencils, "stencils");
+  TORCH_CHECK(local.device().is_cpu() && stencils.device().is_cpu(),
+              "local and stencils: expected CPU tensors");
+  const int64_t n = local.size(0), V = num_vertices;
+  const int64_t* st = stencils.data_ptr<int64_t>();
+  // Incidence of vertices in stencils, CSR: slots 4c + a of the stencils holding vertex v.
+  std::vector<int64_t> inc_start(V + 1, 0), inc(4 * n);
+  for (int64_t k = 0; k < 4 * n; ++k) ++inc_start[st[k] + 1];
+  for (int64_t v = 0; v < V; ++v) inc_start[v + 1] += inc_start[v];
+  {
+    std::vector<int64_t> fill(inc_start.begin(), inc_start.end() - 1);
+    for (int64_t k = 0; k < 4 * n; ++k) inc[fill[st[k]]++] = k;
+  }
+  // Sorted distinct column vertices of row v; `mark` (one per task) holds the last row that saw
+  // a vertex, so no clearing is needed between rows.
+  auto row_columns = [&](int64_t v, std::vector<int64_t>& mark, std::vector<int64_t>& cols) {
+    cols.clear();
+    for (int64_t s = inc_start[v]; s < inc_start[v + 1]; ++s) {
+      const int64_t* c = st + 4 * (inc[s] / 4);
+      for (int b = 0; b < 4; ++b)
+        if (mark[c[b]] != v) {
+          mark[c[b]] = v;
+          cols.push_back(c[b]);
+        }
+    }
+    std::sort(cols.begin(), cols.end());
+  };
+  constexpr int64_t kGrain = 2048;
+  std::vector<int64_t> row_blocks(V + 1, 0);  // distinct column vertices per row, then offsets
+  at::parallel_for(0, V, kGrain, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> mark(V, -1), cols;
+    for (int64_t v = begin; v < end; ++v) {
+      row_columns(v, mark, cols);
+      row_blocks[v + 1] = static_cast<int64_t>(cols.size());
+    }
+  });
+  for (int64_t v = 0; v < V; ++v) row_blocks[v + 1] += row_blocks[v];
+  const int64_t nnz = 9 * row_blocks[V];
+  Tensor indices = at::empty({2, nnz}, stencils.options());
+  Tensor values = at::zeros({nnz}, local.options());
+  int64_t* ri = indices.data_ptr<int64_t>();
+  int64_t* ci = ri + nnz;
+  AT_DISPATCH_FLOATING_TYPES(local.scalar_type(), "ipc_assemble_hessian", [&] {
+    const scalar_t* H = local.data_ptr<scalar_t>();
+    scalar_t* out = values.data_ptr<scalar_t>();
+    at::parallel_for(0, V, kGrain, [&](int64_t begin, int64_t end) {
+      std::vector<int64_t> mark(V, -1), cols, where(V);
+      for (int64_t v = begin; v < end; ++v) {
+        row_columns(v, mark, cols);
+        const int64_t k = static_cast<int64_t>(cols.size());
+        const int64_t base = 9 * row_blocks[v];  // DOF row 3v + r holds 3k entries
+        for (int64_t j = 0; j < k; ++j) {
+          where[cols[j]] = j;
+          for (int r = 0; r < 3; ++r)
+            for (int c = 0; c < 3; ++c) {
+              const int64_t e = base + 3 * k * r + 3 * j + c;
+              ri[e] = 3 * v + r;
+              ci[e] = 3 * cols[j] + c;
+            }
+        }
+        for (int64_t s = inc_start[v]; s < inc_start[v + 1]; ++s) {
+          const int64_t cand = inc[s] / 4, a = inc[s] % 4;
+          const int64_t* c4 = st + 4 * cand;
+          const scalar_t* Hc = H + 144 * cand;
+          for (int b = 0; b < 4; ++b) {
+            scalar_t* o = out + base + 3 * where[c4[b]];
+            for (int r = 0; r < 3; ++r)
+              for (int c = 0; c < 3; ++c) o[3 * k * r + c] += Hc[(3 * a + r) * 12 + 3 * b + c];
+          }
+        }
+      }
+    });
+  });
+  return {indices, values};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(contactnet, m) {
@@ -137,6 +224,9 @@ TORCH_LIBRARY_FRAGMENT(contactnet, m) {
   m.def(("ipc_friction_potential_gradient" + friction_args).c_str());
   m.def(("ipc_friction_potential_hessian" + friction_args).c_str());
   m.def(
+      "ipc_assemble_hessian(Tensor local, Tensor stencils, int num_vertices) -> "
+      "(Tensor indices, Tensor values)");
+  m.def(
       "ipc_ccd(Tensor vertices_t0, Tensor vertices_t1, Tensor faces, Tensor edges, Tensor fv, "
       "Tensor ee, float min_distance, float tmax, float conservative_rescaling, "
       "int max_iterations) -> Tensor");
@@ -168,6 +258,7 @@ TORCH_LIBRARY_IMPL(contactnet, CPU, m) {
   m.impl("ipc_friction_potential_gradient", &friction_cpu<1>);
   m.impl("ipc_friction_potential_hessian", &friction_cpu<2>);
   m.impl("ipc_ccd", &ccd_cpu);
+  m.impl("ipc_assemble_hessian", &assemble_hessian_cpu);
 }
 
 }  // namespace contactnet

@@ -186,7 +186,14 @@ struct BarrierPotentialFunctor {
         if (mollified) h += b1 * (gd[r] * gm[c] + gm[r] * gd[c]) + b * Hm[12 * r + c];
         H[12 * r + c] = kappa * h;
       }
-    if (project) project_to_psd(H, 12, 12);
+    if (project) {
+      // m b is translation invariant; without the mollifier it lives on the closest feature's
+      // vertices only.
+      int feat[4] = {0, 1, 2, 3};
+      const int nf = mollified ? 4 : (is_ee ? edge_edge_feature(type, feat)
+                                            : point_triangle_feature(type, feat));
+      project_to_psd_translation_free(H, 12, feat, nf);
+    }
   }
 };
 
