@@ -37,6 +37,7 @@
 
 #include <optional>
 #include <tuple>
+#include <type_traits>
 
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
@@ -133,6 +134,13 @@ inline void check_mesh(const at::Tensor& vertices, const at::Tensor& faces, cons
   }
 }
 
+// Whether a launcher offers collect_pairs(functor, items, options) -> (total, 2) int64: the pairs
+// that functor.visit(i, sink) reports for i in [0, items), in item order.
+template <typename L, typename = void>
+struct launcher_collects_pairs : std::false_type {};
+template <typename L>
+struct launcher_collects_pairs<L, std::void_t<decltype(L::kCollectsPairs)>> : std::true_type {};
+
 // Boxes sorted by their lower bound along `axis`: sorted boxes, keys and original ids.
 inline void sort_boxes(const at::Tensor& box, int axis, at::Tensor& sorted, at::Tensor& key,
                        at::Tensor& order) {
@@ -179,6 +187,9 @@ std::tuple<at::Tensor, at::Tensor> ipc_candidates_impl(
     const int64_t* body = vertex_body.has_value() ? vertex_body->data_ptr<int64_t>() : nullptr;
 
     auto run = [&](SweepFunctor<T> f, int64_t items) {
+      // A host launcher collects each task's pairs in one pass (the narrow-phase distance is
+      // evaluated once); a device runs count, scan and fill.
+      if constexpr (launcher_collects_pairs<Launch>::value) return launch.collect_pairs(f, items, lopt);
       at::Tensor count = at::empty({items}, lopt);
       f.count = count.data_ptr<int64_t>();
       f.out = nullptr;

@@ -13,7 +13,37 @@ namespace {
 
 // Indices per task, so that one task does a few microseconds of work.
 constexpr CpuLauncher kCheapLaunch{1024};     // distances, barrier, boxes
-constexpr CpuLauncher kSweepLaunch{64};       // one sweep item scans many boxes
+// Sweep items in one pass: each task keeps its pairs, concatenated in task order afterwards.
+struct CpuSweepLauncher : CpuLauncher {
+  static constexpr bool kCollectsPairs = true;
+
+  struct Append {
+    std::vector<int64_t>* pairs;
+    void operator()(int64_t a, int64_t b) {
+      pairs->push_back(a);
+      pairs->push_back(b);
+    }
+  };
+
+  template <typename F>
+  at::Tensor collect_pairs(const F& f, int64_t items, const at::TensorOptions& opt) const {
+    const int64_t tasks = (items + grain - 1) / grain;
+    std::vector<std::vector<int64_t>> found(tasks);
+    at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        Append sink{&found[t]};
+        for (int64_t i = t * grain; i < std::min(items, (t + 1) * grain); ++i) f.visit(i, sink);
+      }
+    });
+    int64_t total = 0;
+    for (const auto& v : found) total += static_cast<int64_t>(v.size()) / 2;
+    at::Tensor pairs = at::empty({total, 2}, opt);
+    int64_t* out = pairs.data_ptr<int64_t>();
+    for (const auto& v : found) out = std::copy(v.begin(), v.end(), out);
+    return pairs;
+  }
+};
+constexpr CpuSweepLauncher kSweepLaunch{{64}};  // one sweep item scans many boxes
 constexpr CpuLauncher kPotentialLaunch{32};   // Hessian + PSD projection: ~10 µs per candidate
 
 using Tensor = at::Tensor;

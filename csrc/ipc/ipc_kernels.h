@@ -397,42 +397,57 @@ struct SweepFunctor {
     return true;
   }
 
-  CN_HD void emit(int64_t a, int64_t b, int64_t& n, int64_t i) const {
-    if (!keep(a, b)) return;
-    if (out) {
-      int64_t* o = out + 2 * (offset[i] + n);
-      if (self && a > b) {
-        const int64_t t = a;
-        a = b;
-        b = t;
-      }
-      o[0] = a;
-      o[1] = b;
-    }
-    ++n;
-  }
-
-  CN_HD void operator()(int64_t i) const {
-    int64_t n = 0;
+  // Calls sink(a, b) for every kept pair of item i, in a fixed order (self pairs as a < b).
+  template <typename Sink>
+  CN_HD void visit(int64_t i, Sink& sink) const {
     if (self) {
       const T* bi = box_a + 6 * i;
       for (int64_t j = i + 1; j < na && !(key_a[j] > bi[3 + axis]); ++j)
-        if (boxes_overlap(bi, box_a + 6 * j)) emit(id_a[i], id_a[j], n, i);
+        if (boxes_overlap(bi, box_a + 6 * j)) take(id_a[i], id_a[j], sink);
     } else if (i < na) {
       // Faces whose lower bound lies in [lo_a, hi_a].
       const T* ba = box_a + 6 * i;
       for (int64_t j = lower_index(key_b, nb, ba[axis], false); j < nb && !(key_b[j] > ba[3 + axis]);
            ++j)
-        if (boxes_overlap(ba, box_b + 6 * j)) emit(id_a[i], id_b[j], n, i);
+        if (boxes_overlap(ba, box_b + 6 * j)) take(id_a[i], id_b[j], sink);
     } else {
       // Vertices whose lower bound lies in (lo_b, hi_b].
       const int64_t k = i - na;
       const T* bb = box_b + 6 * k;
       for (int64_t j = lower_index(key_a, na, bb[axis], true); j < na && !(key_a[j] > bb[3 + axis]);
            ++j)
-        if (boxes_overlap(box_a + 6 * j, bb)) emit(id_a[j], id_b[k], n, i);
+        if (boxes_overlap(box_a + 6 * j, bb)) take(id_a[j], id_b[k], sink);
     }
-    if (count) count[i] = n;
+  }
+
+  template <typename Sink>
+  CN_HD void take(int64_t a, int64_t b, Sink& sink) const {
+    if (!keep(a, b)) return;
+    if (self && a > b) {
+      const int64_t t = a;
+      a = b;
+      b = t;
+    }
+    sink(a, b);
+  }
+
+  // The two-pass form: counts (pass 1) or writes at offset[i] (pass 2).
+  struct CountOrWrite {
+    int64_t* out;
+    int64_t n;
+    CN_HD void operator()(int64_t a, int64_t b) {
+      if (out) {
+        out[2 * n] = a;
+        out[2 * n + 1] = b;
+      }
+      ++n;
+    }
+  };
+
+  CN_HD void operator()(int64_t i) const {
+    CountOrWrite sink{out ? out + 2 * offset[i] : nullptr, 0};
+    visit(i, sink);
+    if (count) count[i] = sink.n;
   }
 };
 
