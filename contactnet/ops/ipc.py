@@ -314,8 +314,9 @@ def collision_candidates(vertices, faces, edges, dhat: float, vertex_body=None) 
     (rigid bodies do not self-collide); without it, every pair of the packed mesh is considered.
     Pairs sharing a vertex are always skipped. A primitive belongs to its first vertex's body.
 
-    Broad phase: sort-and-sweep over primitive boxes grown by dhat/2 along the axis of largest
-    vertex spread, then the exact squared distance (same code as the potential) filters the pairs.
+    Broad phase: primitive boxes grown by dhat/2 on a uniform grid (cell ≈ the mean face / edge
+    box size, so flat sheets cost no more than compact meshes), then the exact squared distance
+    (same code as the potential) filters the pairs.
     Face–vertex pairs are listed as (vertex, face), edge–edge pairs as (edge_a < edge_b).
     """
     _check_mesh(vertices, faces, edges, vertex_body)

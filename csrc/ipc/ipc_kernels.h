@@ -283,7 +283,7 @@ struct CcdFunctor {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Broad phase: sort-and-sweep over axis-aligned boxes.
+// Broad phase: axis-aligned boxes on a uniform grid.
 //
 // Boxes (lo, hi) per primitive, (n, 6), cover the primitive at v0 and (when given) v1, inflated by
 // `inflate` on every side. Two boxes inflated by r/2 each overlap whenever their primitives are
@@ -321,13 +321,13 @@ struct PrimitiveBoxFunctor {
   }
 };
 
-// First index in the ascending array a[0, n) whose value is ≥ x (strict: > x).
+// First index in the ascending array a[0, n) whose value is ≥ x.
 template <typename T>
-CN_HD int64_t lower_index(const T* a, int64_t n, T x, bool strict) {
+CN_HD int64_t lower_index(const T* a, int64_t n, T x) {
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
-    if (strict ? !(a[mid] > x) : a[mid] < x)
+    if (a[mid] < x)
       lo = mid + 1;
     else
       hi = mid;
@@ -342,35 +342,18 @@ CN_HD bool boxes_overlap(const T* a, const T* b) {
   return true;
 }
 
-// Pairs of overlapping boxes between sorted sets A (vertices) and B (faces), or within one sorted
-// set of edges (self). Item i of the sweep enumerates the partners of one box; each overlapping
-// pair is enumerated exactly once (by the member whose lower bound along `axis` comes first).
-// Pass 1 (out == null) counts per item, pass 2 writes at `offset[i]`.
-//
-// Filters: pairs sharing a vertex; pairs in one body (when body != null; a primitive belongs to the
-// body of its first vertex); and, when dhat2 > 0, pairs whose squared distance is not < dhat2.
+// Narrow filter of the broad phase, for vertex a vs face b, or edge a vs edge b (self): drops pairs
+// sharing a vertex; pairs in one body (when body != null; a primitive belongs to the body of its
+// first vertex); and, when dhat2 > 0, pairs whose squared distance is not < dhat2.
 template <typename T>
-struct SweepFunctor {
-  bool self;      // edge–edge within one set (A = B)
-  int axis;       // sweep axis
-  const T* box_a;       // (na, 6) sorted by lo[axis]
-  const T* key_a;       // (na,) lo[axis], ascending
-  const int64_t* id_a;  // (na,) original primitive ids
-  int64_t na;
-  const T* box_b;
-  const T* key_b;
-  const int64_t* id_b;
-  int64_t nb;
-  const T* vertices;  // for the narrow phase
+struct CandidatePairFilter {
+  bool self;  // edge–edge within one set
+  const T* vertices;
   const int64_t* faces;
   const int64_t* edges;
   const int64_t* body;  // (V,) or null
   T dhat2;              // > 0: keep only pairs with d² < dhat2
-  const int64_t* offset;
-  int64_t* count;  // pass 1
-  int64_t* out;    // pass 2: (total, 2)
 
-  // Narrow filter for vertex va vs face fb, or edge ea vs edge eb.
   CN_HD bool keep(int64_t a, int64_t b) const {
     int64_t id[4];
     if (self) {
@@ -397,29 +380,7 @@ struct SweepFunctor {
     return true;
   }
 
-  // Calls sink(a, b) for every kept pair of item i, in a fixed order (self pairs as a < b).
-  template <typename Sink>
-  CN_HD void visit(int64_t i, Sink& sink) const {
-    if (self) {
-      const T* bi = box_a + 6 * i;
-      for (int64_t j = i + 1; j < na && !(key_a[j] > bi[3 + axis]); ++j)
-        if (boxes_overlap(bi, box_a + 6 * j)) take(id_a[i], id_a[j], sink);
-    } else if (i < na) {
-      // Faces whose lower bound lies in [lo_a, hi_a].
-      const T* ba = box_a + 6 * i;
-      for (int64_t j = lower_index(key_b, nb, ba[axis], false); j < nb && !(key_b[j] > ba[3 + axis]);
-           ++j)
-        if (boxes_overlap(ba, box_b + 6 * j)) take(id_a[i], id_b[j], sink);
-    } else {
-      // Vertices whose lower bound lies in (lo_b, hi_b].
-      const int64_t k = i - na;
-      const T* bb = box_b + 6 * k;
-      for (int64_t j = lower_index(key_a, na, bb[axis], true); j < na && !(key_a[j] > bb[3 + axis]);
-           ++j)
-        if (boxes_overlap(box_a + 6 * j, bb)) take(id_a[j], id_b[k], sink);
-    }
-  }
-
+  // Passes a kept pair to sink(a, b), self pairs as a < b.
   template <typename Sink>
   CN_HD void take(int64_t a, int64_t b, Sink& sink) const {
     if (!keep(a, b)) return;
@@ -430,8 +391,101 @@ struct SweepFunctor {
     }
     sink(a, b);
   }
+};
 
-  // The two-pass form: counts (pass 1) or writes at offset[i] (pass 2).
+// ---------------------------------------------------------------------------------------------
+// Broad phase on a uniform grid. Cell (x, y, z) covers origin + cell·[x, x+1) × … ; its linear id
+// is x + dims[0] (y + dims[1] z). Coordinates are clamped into the grid, so entries and queries
+// agree on every box's cell range.
+template <typename T>
+struct UniformGrid {
+  T origin[3];
+  T inv_cell;
+  int64_t dims[3];
+
+  CN_HD int64_t coord(T x, int c) const {
+    const T f = (x - origin[c]) * inv_cell;
+    const int64_t k = f > T(0) ? static_cast<int64_t>(f) : 0;
+    return k < dims[c] ? k : dims[c] - 1;
+  }
+  CN_HD void range(const T* box, int64_t lo[3], int64_t hi[3]) const {
+    for (int c = 0; c < 3; ++c) {
+      lo[c] = coord(box[c], c);
+      hi[c] = coord(box[3 + c], c);
+    }
+  }
+  CN_HD int64_t id(int64_t x, int64_t y, int64_t z) const { return x + dims[0] * (y + dims[1] * z); }
+};
+
+// Grid entries of boxes: pass 1 (keys == null) counts the cells each box overlaps, pass 2 writes
+// (cell id, box id) at offset[i].
+template <typename T>
+struct GridEntryFunctor {
+  UniformGrid<T> grid;
+  const T* box;  // (n, 6)
+  const int64_t* offset;
+  int64_t* count;
+  int64_t* keys;
+  int64_t* items;
+
+  CN_HD void operator()(int64_t i) const {
+    int64_t lo[3], hi[3];
+    grid.range(box + 6 * i, lo, hi);
+    if (!keys) {
+      count[i] = (hi[0] - lo[0] + 1) * (hi[1] - lo[1] + 1) * (hi[2] - lo[2] + 1);
+      return;
+    }
+    int64_t o = offset[i];
+    for (int64_t z = lo[2]; z <= hi[2]; ++z)
+      for (int64_t y = lo[1]; y <= hi[1]; ++y)
+        for (int64_t x = lo[0]; x <= hi[0]; ++x) {
+          keys[o] = grid.id(x, y, z);
+          items[o++] = i;
+        }
+  }
+};
+
+// Pairs of overlapping boxes between queries A (vertices) and the gridded set B (faces), or
+// within the gridded set of edges (self: A = B, pairs a < b). Item i queries the cells of box a_i;
+// a pair is reported only from the cell holding the corner max(lo_a, lo_b) of the two boxes'
+// intersection, so exactly once, then passes CandidatePairFilter. Pass 1 (out == null) counts per
+// item, pass 2 writes at offset[i]; a host launcher may instead collect visit()'s pairs directly.
+template <typename T>
+struct GridFunctor {
+  CandidatePairFilter<T> filter;
+  UniformGrid<T> grid;
+  const T* box_a;         // (na, 6) query boxes, original order
+  const T* box_b;         // (nb, 6) gridded boxes, original order
+  const int64_t* keys;    // (m,) cell ids of the grid entries, ascending
+  const int64_t* items;   // (m,) box of each entry (ascending within a cell)
+  int64_t m;
+  const int64_t* offset;
+  int64_t* count;  // pass 1
+  int64_t* out;    // pass 2: (total, 2)
+
+  template <typename Sink>
+  CN_HD void visit(int64_t i, Sink& sink) const {
+    const T* ba = box_a + 6 * i;
+    int64_t lo[3], hi[3];
+    grid.range(ba, lo, hi);
+    for (int64_t z = lo[2]; z <= hi[2]; ++z)
+      for (int64_t y = lo[1]; y <= hi[1]; ++y)
+        for (int64_t x = lo[0]; x <= hi[0]; ++x) {
+          const int64_t key = grid.id(x, y, z);
+          const int64_t cell[3] = {x, y, z};
+          for (int64_t j = lower_index(keys, m, key); j < m && keys[j] == key; ++j) {
+            const int64_t b = items[j];
+            if (filter.self && b <= i) continue;
+            const T* bb = box_b + 6 * b;
+            if (!boxes_overlap(ba, bb)) continue;
+            bool here = true;
+            for (int c = 0; c < 3 && here; ++c)
+              here = grid.coord(ba[c] > bb[c] ? ba[c] : bb[c], c) == cell[c];
+            if (here) filter.take(i, b, sink);
+          }
+        }
+  }
+
   struct CountOrWrite {
     int64_t* out;
     int64_t n;
