@@ -144,6 +144,12 @@ struct launcher_collects_pairs : std::false_type {};
 template <typename L>
 struct launcher_collects_pairs<L, std::void_t<decltype(L::kCollectsPairs)>> : std::true_type {};
 
+// Whether a launcher offers hessian_by_feature(functor, n) (see ipc_barrier_potential_impl).
+template <typename L, typename = void>
+struct launcher_shares_features : std::false_type {};
+template <typename L>
+struct launcher_shares_features<L, std::void_t<decltype(L::kSharesFeatures)>> : std::true_type {};
+
 // Broad phase on a uniform grid (see GridFunctor): boxes of vertices, faces and edges; faces and
 // edges entered in the cells they overlap, sorted by cell; vertices query the face grid and edges
 // the edge grid; then count / exclusive-scan / fill passes (or one collecting pass on the host).
@@ -333,12 +339,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_barrier_potential_impl(
   AT_DISPATCH_FLOATING_TYPES(vertices.scalar_type(), "ipc_barrier_potential", [&] {
     CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
                         fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), nfv};
-    launch(vertices, n,
-           BarrierPotentialFunctor<scalar_t>{
-               st, vertices.data_ptr<scalar_t>(), rest.data_ptr<scalar_t>(),
-               scalar_t(dhat * dhat), scalar_t(kappa), order, project,
-               energy.data_ptr<scalar_t>(), order >= 1 ? grad.data_ptr<scalar_t>() : nullptr,
-               order >= 2 ? hess.data_ptr<scalar_t>() : nullptr, nullptr});
+    const BarrierPotentialFunctor<scalar_t> f{
+        st, vertices.data_ptr<scalar_t>(), rest.data_ptr<scalar_t>(),
+        scalar_t(dhat * dhat), scalar_t(kappa), order, project,
+        energy.data_ptr<scalar_t>(), order >= 1 ? grad.data_ptr<scalar_t>() : nullptr,
+        order >= 2 ? hess.data_ptr<scalar_t>() : nullptr, nullptr};
+    // Projected Hessians (the only output of order 2): a host launcher may evaluate each shared
+    // point–point / point–edge feature once (BarrierPotentialFunctor::feature_key).
+    if constexpr (launcher_shares_features<Launch>::value) {
+      if (order == 2 && project) {
+        launch.hessian_by_feature(f, n);
+        return;
+      }
+    }
+    launch(vertices, n, f);
   });
   return {energy, grad, hess};
 }

@@ -163,9 +163,10 @@ struct BarrierPotentialFunctor {
       Vec3<T> r[4];
       for (int k = 0; k < 4; ++k) r[k] = load3(rest + 3 * id[k]);
       const T eps_x = edge_edge_mollifier_threshold(r[0], r[1], r[2], r[3]);
-      m = edge_edge_mollifier(v[0], v[1], v[2], v[3], eps_x, order >= 1 ? gm : nullptr,
-                              order >= 2 ? Hm : nullptr);
-      mollified = m < T(1);
+      m = edge_edge_mollifier(v[0], v[1], v[2], v[3], eps_x);
+      mollified = m < T(1);  // derivatives only then: far from parallel, m ≡ 1
+      if (mollified && order >= 1)
+        edge_edge_mollifier(v[0], v[1], v[2], v[3], eps_x, gm, order >= 2 ? Hm : nullptr);
     }
     energy[i] = kappa * m * b;  // κ m b
     if (order < 1) return;
@@ -194,6 +195,72 @@ struct BarrierPotentialFunctor {
                                             : point_triangle_feature(type, feat));
       project_to_psd_translation_free(H, 12, feat, nf);
     }
+  }
+
+  // Candidates whose term is b(d²) of a point–point or point–edge feature alone (no active
+  // mollifier, d² < d̂², 4 distinct stencil vertices) have equal Hessians on that feature: a
+  // vertex near an edge is a candidate of both faces beside the edge and of the edges at the
+  // vertex. key = (point, lower, upper edge vertex) or (lower, upper point, -1); false for all
+  // other candidates.
+  CN_HD bool feature_key(int64_t i, int64_t key[3]) const {
+    int64_t id[4];
+    const bool is_ee = st.ids(i, id);
+    for (int a = 0; a < 4; ++a)
+      for (int b = a + 1; b < 4; ++b)
+        if (id[a] == id[b]) return false;
+    Vec3<T> v[4];
+    for (int k = 0; k < 4; ++k) v[k] = load3(vertices + 3 * id[k]);
+    const int8_t type = is_ee ? edge_edge_distance_type(v[0], v[1], v[2], v[3])
+                              : point_triangle_distance_type(v[0], v[1], v[2], v[3]);
+    int feat[4];
+    const int nf = is_ee ? edge_edge_feature(type, feat) : point_triangle_feature(type, feat);
+    if (nf == 4) return false;
+    if (is_ee) {
+      Vec3<T> r[4];
+      for (int k = 0; k < 4; ++k) r[k] = load3(rest + 3 * id[k]);
+      const T eps_x = edge_edge_mollifier_threshold(r[0], r[1], r[2], r[3]);
+      if (edge_edge_mollifier(v[0], v[1], v[2], v[3], eps_x) < T(1)) return false;
+    }
+    T* const none = nullptr;
+    const T d = is_ee ? edge_edge_distance(v[0], v[1], v[2], v[3], none, none, type)
+                      : point_triangle_distance(v[0], v[1], v[2], v[3], none, none, type);
+    if (!(d < dhat2)) return false;
+    const int64_t a = id[feat[0]], b = id[feat[1]];
+    if (nf == 2) {
+      key[0] = a < b ? a : b;
+      key[1] = a < b ? b : a;
+      key[2] = -1;
+    } else {
+      const int64_t c = id[feat[2]];
+      key[0] = a;  // point–edge features list the point first
+      key[1] = b < c ? b : c;
+      key[2] = b < c ? c : b;
+    }
+    return true;
+  }
+
+  // Hessian of candidate i from that of candidate `rep` on the same feature key (see
+  // feature_key): the feature vertices' 3×3 blocks move to i's stencil positions, zeros
+  // elsewhere. Energy and gradient of i are not written.
+  CN_HD void copy_feature_hessian(int64_t rep, int64_t i, const int64_t key[3]) const {
+    int64_t ir[4], ii[4];
+    st.ids(rep, ir);
+    st.ids(i, ii);
+    const int nf = key[2] < 0 ? 2 : 3;
+    int pr[3], pi[3];  // stencil slot of each feature vertex in rep and in i
+    for (int k = 0; k < nf; ++k)
+      for (int s = 0; s < 4; ++s) {
+        if (ir[s] == key[k]) pr[k] = s;
+        if (ii[s] == key[k]) pi[k] = s;
+      }
+    const T* A = hess + 144 * rep;
+    T* H = hess + 144 * i;
+    zero_array<T, 144>(H);
+    for (int k = 0; k < nf; ++k)
+      for (int l = 0; l < nf; ++l)
+        for (int r = 0; r < 3; ++r)
+          for (int c = 0; c < 3; ++c)
+            H[(3 * pi[k] + r) * 12 + 3 * pi[l] + c] = A[(3 * pr[k] + r) * 12 + 3 * pr[l] + c];
   }
 };
 

@@ -151,6 +151,21 @@ def test_opcheck():
     torch.library.opcheck(ops.ipc_barrier_potential_hessian, (V, V, F, E, fv, ee, dhat, 2.0, True))
 
 
+def test_projected_blocks_equal_one_candidate_at_a_time():
+    """The CPU op evaluates a point–edge / point–point feature shared by several candidates once
+    and copies its block into each stencil; every block must equal the candidate's own."""
+    V, F, E, body, dhat, cand = _scene(5, seed=11)
+    H = ipc.barrier_potential_hessian(V, F, E, cand, dhat, 3.0, assemble=False).local
+    support = (H.reshape(-1, 4, 3, 12).abs().sum((2, 3)) > 0).sum(1)
+    assert int((support == 3).sum()) > 100 and int((support == 2).sum()) > 0  # shared features exist
+    nfv = cand.face_vertex.shape[0]
+    for i in range(cand.count):
+        one = ipc.Candidates(cand.face_vertex[i:i + 1], cand.edge_edge[:0]) if i < nfv else \
+            ipc.Candidates(cand.face_vertex[:0], cand.edge_edge[i - nfv:i - nfv + 1])
+        Hi = ipc.barrier_potential_hessian(V, F, E, one, dhat, 3.0, assemble=False).local[0]
+        torch.testing.assert_close(H[i], Hi, rtol=1e-12, atol=1e-12 * float(Hi.abs().max()))
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_assemble_hessian_is_the_coalesced_sum(dtype, device):
     """Random blocks on random stencils (repeated vertices within a stencil and unused vertices
