@@ -20,6 +20,7 @@
 //      vertex_body is given, pairs within one body (a primitive belongs to its first vertex's body).
 // ipc_swept_candidates(vertices_t0, vertices_t1, faces, edges, vertex_body, min_distance)
 //   -> fv, ee: pairs whose boxes around both positions, grown by min_distance / 2, overlap.
+//   Both search a uniform grid of primitive boxes (GridFunctor).
 //
 // ipc_barrier_potential(vertices, rest_vertices, faces, edges, fv, ee, dhat, kappa)
 //   -> (Nfv + Nee,) per-candidate energy κ m b(d², d̂²) (m: edge–edge mollifier, 1 for fv),
@@ -30,6 +31,10 @@
 // ipc_friction_potential(velocities, lagged_vertices, rest_vertices, faces, edges, fv, ee, dhat,
 //                        kappa, mu, eps_v) -> (N,) per-candidate μ N f₀(‖u‖) (see common/friction.h);
 //   _gradient -> (N, 12), _hessian -> (N, 12, 12) with respect to the velocities (PSD).
+//
+// ipc_assemble_hessian(local (N, 12, 12), stencils (N, 4) int64, num_vertices) -> indices (2, nnz)
+//   int64, values (nnz,): the coalesced COO form of the (3V, 3V) sum of the blocks (CPU only; the
+//   Python wrapper sums on other devices with torch ops). Implemented in ipc_cpu.cpp.
 //
 // ipc_ccd(vertices_t0, vertices_t1, faces, edges, fv, ee, min_distance, tmax,
 //         conservative_rescaling, max_iterations) -> (N,) time of impact in [0, tmax] (tmax: none).
