@@ -211,10 +211,12 @@ std::tuple<at::Tensor, at::Tensor> ipc_candidates_impl(
         grid.dims[c] = static_cast<int64_t>(span[c] / cell) + 1;
       }
       grid.inv_cell = T(1.0 / cell);
-      launch(v0, F, GridEntryFunctor<T>{grid, fbox.data_ptr<T>(), nullptr, fcount.data_ptr<int64_t>(),
-                                        nullptr, nullptr});
-      launch(v0, E, GridEntryFunctor<T>{grid, ebox.data_ptr<T>(), nullptr, ecount.data_ptr<int64_t>(),
-                                        nullptr, nullptr});
+      launch(v0, F,
+             GridEntryFunctor<T>{grid, fbox.data_ptr<T>(), nullptr, fcount.data_ptr<int64_t>(),
+                                 nullptr, nullptr});
+      launch(v0, E,
+             GridEntryFunctor<T>{grid, ebox.data_ptr<T>(), nullptr, ecount.data_ptr<int64_t>(),
+                                 nullptr, nullptr});
       const int64_t entries = (F ? fcount.sum().template item<int64_t>() : 0) +
                               (E ? ecount.sum().template item<int64_t>() : 0);
       if (entries <= 16 * (F + E) + 4096 || cell >= max_span) break;
@@ -240,7 +242,8 @@ std::tuple<at::Tensor, at::Tensor> ipc_candidates_impl(
     auto run = [&](GridFunctor<T> f, int64_t items) {
       // A host launcher collects each task's pairs in one pass (the narrow-phase distance is
       // evaluated once); a device runs count, scan and fill.
-      if constexpr (launcher_collects_pairs<Launch>::value) return launch.collect_pairs(f, items, lopt);
+      if constexpr (launcher_collects_pairs<Launch>::value)
+        return launch.collect_pairs(f, items, lopt);
       at::Tensor count = at::empty({items}, lopt);
       f.count = count.data_ptr<int64_t>();
       f.out = nullptr;
@@ -256,9 +259,9 @@ std::tuple<at::Tensor, at::Tensor> ipc_candidates_impl(
       return pairs;
     };
     GridFunctor<T> g{};
-    g.filter = CandidatePairFilter<T>{false, p0, faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
-                                      vertex_body.has_value() ? vertex_body->data_ptr<int64_t>() : nullptr,
-                                      T(dhat2)};
+    const int64_t* body = vertex_body.has_value() ? vertex_body->data_ptr<int64_t>() : nullptr;
+    g.filter = CandidatePairFilter<T>{false, p0, faces.data_ptr<int64_t>(),
+                                      edges.data_ptr<int64_t>(), body, T(dhat2)};
     g.grid = grid;
     g.box_a = vbox.data_ptr<T>();
     g.box_b = fbox.data_ptr<T>();

@@ -481,7 +481,9 @@ struct UniformGrid {
       hi[c] = coord(box[3 + c], c);
     }
   }
-  CN_HD int64_t id(int64_t x, int64_t y, int64_t z) const { return x + dims[0] * (y + dims[1] * z); }
+  CN_HD int64_t id(int64_t x, int64_t y, int64_t z) const {
+    return x + dims[0] * (y + dims[1] * z);
+  }
 };
 
 // Grid entries of boxes: pass 1 (keys == null) counts the cells each box overlaps, pass 2 writes
