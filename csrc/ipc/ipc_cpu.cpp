@@ -44,7 +44,9 @@ struct CpuSweepLauncher : CpuLauncher {
     return pairs;
   }
 };
-constexpr CpuSweepLauncher kSweepLaunch{{64}};  // one sweep item scans many boxes
+// Grid queries cost ~1-5 µs each; also the grain of the box and grid-entry loops (~50 ns per
+// primitive), so small meshes run inline rather than paying a parallel region per loop.
+constexpr CpuSweepLauncher kSweepLaunch{{1024}};
 constexpr CpuLauncher kPotentialLaunch{32};   // Hessian + PSD projection: ~10 µs per candidate
 
 // Projected barrier Hessians with each shared point–point / point–edge feature evaluated once
