@@ -4,7 +4,8 @@ against python-fcl (collision, distance) plus warp-lang winding numbers (contain
 - labelling: the exact collision label of the same final poses (contactnet `mesh_collide` vs fcl
   collide + winding-number containment), agreement counted: the DESIGN's per-core target (>= 3x);
 - pipeline: from the same start poses, measure the distance, impose the gap, label, and (ours)
-  the signed distance / penetration bound and the barrier (fcl: the distance of free pairs only).
+  the signed distance / penetration bound and the barrier (fcl: the distance of free pairs only);
+  with a GPU, also our pipeline on it (the library moved to CUDA: what `device=auto` generation runs).
 
     python benchmarks/data_generation.py [--pairs 2000] [--quick] [--out FILE]
 """
@@ -91,6 +92,17 @@ def main() -> None:
         rows.append({"stage": "pipeline", "labeller": "contactnet", "threads": threads, "pairs": n,
                      "pairs_per_s": n / (time.perf_counter() - t0),
                      "positive_rate": float(labels["label"].float().mean())})
+    if torch.cuda.is_available():
+        gpu = lib.to("cuda")
+        manipulate(gpu, ids_a[:8], ids_b[:8], start_a[:8], start_b[:8], gaps[:8])  # BVH upload, warm-up
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        poses_b_gpu, u_gpu, s_gpu = manipulate(gpu, ids_a, ids_b, start_a, start_b, gaps)
+        gpu_labels = label_pairs(gpu, ids_a, ids_b, start_a, poses_b_gpu, u_gpu, spec, s_gpu)
+        torch.cuda.synchronize()
+        rows.append({"stage": "pipeline", "labeller": "contactnet cuda", "threads": "gpu", "pairs": n,
+                     "pairs_per_s": n / (time.perf_counter() - t0),
+                     "positive_rate": float(gpu_labels["label"].float().mean())})
     m = min(n, 300)
     t0 = time.perf_counter()
     fcl_pipeline, _ = with_fcl(labeller, ids_a[:m], ids_b[:m], start_a[:m], start_b[:m], gaps[:m].numpy())
@@ -110,15 +122,19 @@ def main() -> None:
                  "pairs_per_s": m / (time.perf_counter() - t0), "positive_rate": float(fcl_labels.mean())})
     disagree = int((ours_labels[:m].numpy() != fcl_labels).sum())
 
-    label_ratio = rows[3]["pairs_per_s"] / rows[4]["pairs_per_s"]
-    pipeline_ratio = rows[0]["pairs_per_s"] / rows[2]["pairs_per_s"]
+    row = {(r["stage"], r["labeller"], r["threads"]): r["pairs_per_s"] for r in rows}
+    label_ratio = row["labelling", "contactnet", 1] / row["labelling", "python-fcl + warp", 1]
+    pipeline_ratio = row["pipeline", "contactnet", 1] / row["pipeline", "python-fcl + warp", 1]
     faces = [len(f) for _, _, f in objects]
     print(f"labelled pairs per second; {len(objects)} objects of {min(faces)}-{max(faces)} triangles")
     print_table(rows, ["stage", "labeller", "threads", "pairs", "pairs_per_s", "positive_rate"])
     print(f"labelling per core: contactnet {label_ratio:.2f}x python-fcl + warp (target >= 3x); "
           f"labels differ on {disagree}/{m} pairs")
     print(f"whole pipeline per core: {pipeline_ratio:.2f}x (ours also bisects a penetration bound); "
-          f"1M pairs here: {1e6 / rows[1]['pairs_per_s'] / 3600:.2f} h on {all_threads} threads")
+          f"1M pairs here: {1e6 / row['pipeline', 'contactnet', all_threads] / 3600:.2f} h on {all_threads} threads")
+    if ("pipeline", "contactnet cuda", "gpu") in row:
+        print(f"GPU pipeline: {row['pipeline', 'contactnet cuda', 'gpu']:.3g} pairs/s, "
+              f"{row['pipeline', 'contactnet cuda', 'gpu'] / row['pipeline', 'contactnet', 1]:.1f}x one CPU core")
     write_json("data_generation", {"rows": rows, "labelling_speedup_per_core": label_ratio,
                                    "pipeline_speedup_per_core": pipeline_ratio, "label_disagreements": disagree,
                                    "triangles": [min(faces), max(faces)]}, args.out)

@@ -13,9 +13,10 @@
 Rates use OUR count for both sides (candidates within d̂, swept CCD pairs), so every ratio is a
 time ratio: speedup = ipctk time / our time (> 1: ours faster). ipctk merges duplicate
 edge-vertex / vertex-vertex collisions, so it evaluates fewer terms than our candidates (counts
-in the JSON). "1thread" = torch.set_num_threads(1) and ipctk.set_num_threads(1) (ipctk's TBB
-global limit); "all" = every core for both. Agreement: relative difference of the energy, the
-gradient (‖g − g_ipctk‖ / ‖g_ipctk‖), the Hessian (Frobenius) and the CCD step.
+in the JSON); our CPU Hessian likewise evaluates each shared point-edge / point-point feature
+once. "1thread" = torch.set_num_threads(1) and ipctk.set_num_threads(1) (ipctk's TBB global
+limit); "all" = every core for both. Agreement: relative difference of the energy, the gradient
+(‖g − g_ipctk‖ / ‖g_ipctk‖), the Hessian (Frobenius) and the CCD step.
 
     python benchmarks/ipc_barrier.py [--quick] [--out FILE]
 """

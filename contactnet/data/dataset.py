@@ -4,9 +4,11 @@ A dataset folder holds a manifest and shards:
     manifest.json            config, seed, objects, per-shard counts, label and distance statistics
     shard_00000/<field>.npy  one .npy per field (np.load(..., mmap_mode="r") maps it)
 
-Shard i is a pure function of (config, i): its object pairs and poses come from a generator seeded
-with (seed, i), so shards can be made by separate processes or machines (`shard=i num_shards=N`)
-and merged by writing the manifest once all are present. A shard is written to a temporary folder
+Shard i is a pure function of (config, i): its object pairs and poses come from a CPU generator
+seeded with (seed, i), whatever the device, so shards can be made by separate processes or
+machines (`shard=i num_shards=N`) and merged by writing the manifest once all are present. The
+labelling kernels run on the library's device (CPU or CUDA, the same header math); the two agree
+but for rounding at exact touching. A shard is written to a temporary folder
 and renamed into place, so an interrupted run resumes by skipping finished shards.
 
 Fields (Q samples per shard, grouped by object pair: `poses_per_pair` consecutive rows share one):
@@ -71,11 +73,11 @@ def make_shard(lib: MeshLibrary, spec: DatasetSpec, index: int) -> dict[str, np.
     return {
         "ids_a": ids_a.numpy(),
         "ids_b": ids_b.numpy(),
-        "poses_a": poses_a.float().numpy(),
-        "poses_b": poses_b.float().numpy(),
-        "label": labels["label"].numpy(),
-        "signed_distance": labels["signed_distance"].float().numpy(),
-        "barrier": labels["barrier"].float().numpy(),
+        "poses_a": poses_a.float().cpu().numpy(),
+        "poses_b": poses_b.float().cpu().numpy(),
+        "label": labels["label"].cpu().numpy(),
+        "signed_distance": labels["signed_distance"].float().cpu().numpy(),
+        "barrier": labels["barrier"].float().cpu().numpy(),
     }
 
 

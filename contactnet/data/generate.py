@@ -6,6 +6,10 @@
 Builds (or finishes) the object set, splits objects into known and unknown families, then makes
 every split's shards (resuming: finished shards are skipped) and, once a split has all of them,
 its manifest. Writes under `${paths.data_dir}/<data.name>/`.
+
+`device=auto` (the default) labels on the GPU when torch sees one (the CUDA kernels), else on the
+CPU with `workers` processes; `device=cpu` / `device=cuda` force one. Poses are drawn on the CPU
+either way, so a seed gives the same pairs on any machine.
 """
 
 from pathlib import Path
@@ -23,10 +27,26 @@ from contactnet.geometry.mesh import Mesh, MeshLibrary
 SPLITS = ("train", "val", "test_known", "test_unknown")
 
 
-def object_library(objects: ObjectSet) -> MeshLibrary:
+def resolve_device(device: str | torch.device) -> torch.device:
+    """The labelling device: "auto" is CUDA when torch sees one, else CPU; an explicit CUDA
+    device must be usable here."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(device)
+    except RuntimeError as error:
+        raise ValueError(f"device: expected 'auto', 'cpu' or 'cuda[:i]', got {device!r}") from error
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device: expected 'auto', 'cpu' or 'cuda[:i]', got {str(device)!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {str(device)!r} requested, but torch sees no CUDA device here")
+    return device
+
+
+def object_library(objects: ObjectSet, device: str | torch.device = "cpu") -> MeshLibrary:
     """Exact labels are computed in float64."""
     meshes = [Mesh(v, f, name=n) for v, f, n in zip(objects.vertices, objects.faces, objects.names)]
-    return MeshLibrary(meshes, dtype=torch.float64)
+    return MeshLibrary(meshes, dtype=torch.float64, device=device)
 
 
 def split_objects(objects: ObjectSet, unknown_families) -> dict[str, list[int]]:
@@ -53,7 +73,7 @@ def split_spec(data: DictConfig, name: str, object_ids: list[int]) -> DatasetSpe
 def _generate_in_worker(job: tuple[dict, str, str, int]) -> None:
     data, out_dir, split, shard = job
     torch.set_num_threads(1)
-    generate(OmegaConf.create(data), out_dir, split=split, shard=shard, progress=False)
+    generate(OmegaConf.create(data), out_dir, split=split, shard=shard, progress=False, device="cpu")
 
 
 def _generate_in_parallel(data: DictConfig, out: Path, names, workers: int, progress: bool) -> None:
@@ -71,14 +91,16 @@ def _generate_in_parallel(data: DictConfig, out: Path, names, workers: int, prog
 
 
 def generate(data: DictConfig, out_dir: str | Path, split: str | None = None, shard: int | None = None,
-             workers: int = 1, progress: bool = True) -> dict[str, dict | None]:
+             workers: int = 1, progress: bool = True, device: str | torch.device = "auto") -> dict[str, dict | None]:
     """Generate the dataset of the data config `data` under `out_dir` (only `split` / `shard` if
-    given); returns each split's manifest (None while some of its shards are missing)."""
+    given); returns each split's manifest (None while some of its shards are missing). `workers`
+    CPU processes label shards in parallel; on a GPU (`device`) one process labels them all."""
     out = Path(out_dir)
+    device = resolve_device(device)
     object_spec = hydra.utils.instantiate(data.objects)
     build_object_set(object_spec, out / "objects", progress=progress)
     objects = load_object_set(out / "objects")
-    lib = object_library(objects)
+    lib = object_library(objects, device)
     ids = split_objects(objects, data.unknown_families)
     object_table = {"root": str(out / "objects"), "names": objects.names, "families": objects.families,
                     "known": ids["known"], "unknown": ids["unknown"]}
@@ -86,7 +108,7 @@ def generate(data: DictConfig, out_dir: str | Path, split: str | None = None, sh
     for name in names:
         if name not in data.splits:
             raise ValueError(f"split: expected one of {list(data.splits)}, got {name!r}")
-    if workers > 1 and shard is None:
+    if workers > 1 and shard is None and device.type == "cpu":
         _generate_in_parallel(data, out, names, workers, progress)
     manifests = {}
     for name in names:
@@ -103,7 +125,7 @@ def generate(data: DictConfig, out_dir: str | Path, split: str | None = None, sh
 def run(cfg: DictConfig) -> dict[str, dict | None]:
     """The entry point's work on a composed `generate` config."""
     return generate(cfg.data, cfg.out_dir, split=cfg.split, shard=cfg.shard, workers=cfg.workers,
-                    progress=cfg.progress)
+                    progress=cfg.progress, device=cfg.get("device", "auto"))
 
 
 @hydra.main(version_base="1.3", config_path="../../conf", config_name="generate")

@@ -14,6 +14,10 @@ sampling towards the contact boundary, it is never the label.
 
 Per sample: object ids, both poses, the exact collision label, a signed distance, and the IPC
 barrier b(d², d̂²) as a smooth proximity target.
+
+Devices: random draws always come from the caller's CPU `torch.Generator` (so a seed gives the
+same poses on any machine); the exact queries run wherever the library lives (`lib.to("cuda")`
+takes them to the GPU kernels), and results come back on the library's device.
 - Signed distance, separated pairs: the exact minimum surface distance (> 0).
 - Signed distance, colliding pairs: −t, where t is the translation of B along the sample's
   direction (u, or the centre-to-centre direction for uniform pairs) that separates the pair,
@@ -57,9 +61,13 @@ def random_quaternions(n: int, generator: torch.Generator, dtype=torch.float64) 
 
 
 def _radius(lib: MeshLibrary, ids: torch.Tensor) -> torch.Tensor:
-    """Bounding radius about the object-frame origin, per id."""
+    """Bounding radius about the object-frame origin, per id (on the device of `ids`)."""
     radii = torch.stack([lib[i].vertices.norm(dim=1).max() for i in range(len(lib))]).to(lib.dtype)
-    return radii[ids]
+    return radii.to(ids.device)[ids]
+
+
+def _on_library_device(lib: MeshLibrary, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return tuple(t.to(lib.device) for t in tensors)
 
 
 def start_poses(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spec: PairSpec,
@@ -81,6 +89,7 @@ def manipulate(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, poses
                poses_b: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Translate B along the minimum-distance direction u so that the gap becomes s:
     (poses_b, u, s with NaN where the start poses already overlapped and nothing was imposed)."""
+    ids_a, ids_b, poses_a, poses_b, s = _on_library_device(lib, ids_a, ids_b, poses_a, poses_b, s)
     near = mesh_distance(lib, ids_a, ids_b, poses_a, poses_b)
     separated = near.distance > 0
     # Rarely the initial poses already overlap: keep them, push along the centre line instead.
@@ -96,8 +105,10 @@ def sample_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spe
     """Poses for Q = len(ids_a) queries: (poses_a, poses_b, direction u (Q, 3), target gap s (Q,)).
 
     u points from B towards A; s is NaN where no gap was imposed (uniform pairs, and the rare
-    manipulated pair whose initial poses already overlapped).
+    manipulated pair whose initial poses already overlapped). Drawn with the CPU `generator`,
+    returned on the library's device.
     """
+    ids_a, ids_b = ids_a.cpu(), ids_b.cpu()
     if spec.manipulate:
         poses_a, poses_b, s = start_poses(lib, ids_a, ids_b, spec, generator)
         return (poses_a, *manipulate(lib, ids_a, ids_b, poses_a, poses_b, s))
@@ -120,7 +131,8 @@ def sample_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spe
         todo &= ~ok
     u = pos_a - pos_b
     u = u / u.norm(dim=1, keepdim=True).clamp_min(1e-12)
-    return torch.cat([pos_a, rot_a], 1), torch.cat([pos_b, rot_b], 1), u, torch.full((q,), float("nan"), dtype=dtype)
+    return _on_library_device(lib, torch.cat([pos_a, rot_a], 1), torch.cat([pos_b, rot_b], 1), u,
+                              torch.full((q,), float("nan"), dtype=dtype))
 
 
 def label_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, poses_a: torch.Tensor,
@@ -131,10 +143,13 @@ def label_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, pose
     `gap` (Q,), optional: the target gap s that `sample_pairs` imposed along `direction` (NaN where
     none). It only narrows the penetration bisection: B came from a pose at distance d and moved
     d − s along u, so moving it back by |s| + 2·tol leaves the pair at least 2·tol apart (distance
-    is 1-Lipschitz in translation); the label itself is never taken from it.
+    is 1-Lipschitz in translation); the label itself is never taken from it. Runs on the
+    library's device (inputs are moved there); the results are on it too.
     """
+    ids_a, ids_b, poses_a, poses_b, direction = _on_library_device(lib, ids_a, ids_b, poses_a, poses_b, direction)
+    gap = None if gap is None else gap.to(lib.device)
     label = mesh_collide(lib, ids_a, ids_b, poses_a, poses_b)
-    signed = torch.empty(ids_a.shape[0], dtype=lib.dtype)
+    signed = torch.empty(ids_a.shape[0], dtype=lib.dtype, device=lib.device)
     free = ~label
     if bool(free.any()):
         signed[free] = mesh_distance(lib, ids_a[free], ids_b[free], poses_a[free], poses_b[free]).distance

@@ -366,8 +366,9 @@ def collision_candidates(vertices, faces, edges, dhat: float, vertex_body=None) 
     (rigid bodies do not self-collide); without it, every pair of the packed mesh is considered.
     Pairs sharing a vertex are always skipped. A primitive belongs to its first vertex's body.
 
-    Broad phase: sort-and-sweep over primitive boxes grown by dhat/2 along the axis of largest
-    vertex spread, then the exact squared distance (same code as the potential) filters the pairs.
+    Broad phase: primitive boxes grown by dhat/2 on a uniform grid (cell ≈ the mean face / edge
+    box size, so flat sheets cost no more than compact meshes), then the exact squared distance
+    (same code as the potential) filters the pairs.
     Face–vertex pairs are listed as (vertex, face), edge–edge pairs as (edge_a < edge_b).
     """
     _check_mesh(vertices, faces, edges, vertex_body)
@@ -493,6 +494,10 @@ def assemble_hessian(local: torch.Tensor, stencils: torch.Tensor, num_vertices: 
     """Sum (N, 12, 12) stencil blocks into a coalesced sparse COO (3V, 3V) matrix, DOF 3·v + c."""
     n = local.shape[0]
     size = 3 * num_vertices
+    if local.device.type == "cpu":
+        # C++ row-by-row gather: the entries come out coalesced, no sort.
+        index, values = _ops.ipc_assemble_hessian(local, stencils, num_vertices)
+        return torch.sparse_coo_tensor(index, values, (size, size), check_invariants=False, is_coalesced=True)
     # Merge the 16 vertex–vertex 3×3 blocks of every stencil first (16 keys per candidate rather
     # than 144 entries), so the sort that coalescing needs runs on the merged blocks only.
     blocks = local.reshape(n, 4, 3, 4, 3).permute(0, 1, 3, 2, 4).reshape(n * 16, 3, 3)
@@ -789,6 +794,12 @@ def _(velocities, lagged_vertices, rest_vertices, faces, edges, fv, ee, dhat, ka
 @torch.library.register_fake("contactnet::ipc_friction_potential_hessian")
 def _(velocities, lagged_vertices, rest_vertices, faces, edges, fv, ee, dhat, kappa, mu, eps_v):
     return velocities.new_empty((fv.shape[0] + ee.shape[0], 12, 12))
+
+
+@torch.library.register_fake("contactnet::ipc_assemble_hessian")
+def _(local, stencils, num_vertices):
+    nnz = torch.library.get_ctx().new_dynamic_size()
+    return stencils.new_empty((2, nnz)), local.new_empty((nnz,))
 
 
 @torch.library.register_fake("contactnet::ipc_ccd")

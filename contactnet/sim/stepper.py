@@ -292,8 +292,8 @@ class Stepper:
         within `reach` (a superset of the pairs that come within `reach` on the way).
 
         Only primitives whose box comes within `reach` of another collision group's box in their
-        environment enter the sort-and-sweep: a bowl's far wall, or a resting body's top, never can
-        touch anything this step, and left in they would make the one-axis sweep quadratic."""
+        environment enter the broad phase: a bowl's far wall, or a resting body's top, never can
+        touch anything this step, and left in they would only add grid entries and box tests."""
         lo = x0 if x1 is None else torch.minimum(x0, x1)
         hi = x0 if x1 is None else torch.maximum(x0, x1)
         G = self.num_envs * self.max_bodies

@@ -79,6 +79,12 @@ CN_HD void project_to_psd_jacobi(T* A, int n, int ld) {
 // sqrt(a² + b²) without overflow or underflow of the squares (float32 Hessians can be huge).
 template <typename T>
 CN_HD T safe_hypot(T a, T b) {
+  // Fast path (nearly always taken): the larger square neither overflows nor underflows, so the
+  // plain form is accurate; the QL sweeps call this once per rotation.
+  const T s = a * a + b * b;
+  if (s < std::numeric_limits<T>::max() &&
+      s > std::numeric_limits<T>::min() / std::numeric_limits<T>::epsilon())
+    return std::sqrt(s);
   const T x = std::fabs(a), y = std::fabs(b);
   const T m = x > y ? x : y;
   if (m == T(0)) return T(0);
@@ -203,16 +209,17 @@ CN_HD bool symmetric_eigen(T* Z, int n, T* d) {
 }
 
 // A: n×n symmetric, row-major with row stride `ld` (n ≤ ld ≤ 12), overwritten in place with its
-// projection. A block that is already positive semi-definite is left untouched.
+// projection. A block that is already positive semi-definite is left untouched (returns false;
+// true when A changed).
 template <typename T>
-CN_HD void project_to_psd(T* A, int n, int ld) {
+CN_HD bool project_to_psd(T* A, int n, int ld) {
   T Z[144];
   T d[12];
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) Z[i * 12 + j] = A[i * ld + j];
   if (!symmetric_eigen(Z, n, d)) {
     project_to_psd_jacobi(A, n, ld);
-    return;
+    return true;
   }
   bool psd = true;
   for (int i = 0; i < n; ++i) {
@@ -221,13 +228,72 @@ CN_HD void project_to_psd(T* A, int n, int ld) {
       psd = false;
     }
   }
-  if (psd) return;
+  if (psd) return false;
   for (int i = 0; i < n; ++i)  // A = Z max(Λ, 0) Zᵀ
     for (int j = i; j < n; ++j) {
       T sum = T(0);
       for (int k = 0; k < n; ++k) sum += Z[i * 12 + k] * d[k] * Z[j * 12 + k];
       A[i * ld + j] = A[j * ld + i] = sum;
     }
+  return true;
+}
+
+// Projection of an energy Hessian that is blind to translations. A: K×K row-major symmetric
+// (K ≤ 12), zero outside the 3 DOFs of each of the nv vertices listed in `verts` (e.g. the
+// point–edge feature of a point–triangle stencil), and with A (t, …, t) = 0 for every t: the
+// energy depends on differences of those vertices only. Then A = Q M Qᵀ with Q = Hₙᵥ ⊗ I₃, Hₙᵥ
+// the orthonormal Helmert basis of the vectors orthogonal to (1, …, 1), and M = Qᵀ A Q of size
+// 3(nv - 1); A⁺ = Q M⁺ Qᵀ, so the eigen-decomposition runs on 3(nv - 1) instead of K rows:
+// 9×9 instead of 12×12 for a point–triangle or edge–edge, 6×6 for a point–edge feature.
+template <typename T>
+CN_HD void project_to_psd_translation_free(T* A, int K, const int* verts, int nv) {
+  if (nv < 2) return;
+  const int m = nv - 1, nr = 3 * m;
+  // Q[k][i]: Helmert column i = (1, …, 1 (i + 1 times), -(i + 1), 0, …) / √((i + 1)(i + 2)).
+  T Q[4][3];
+  for (int i = 0; i < m; ++i) {
+    const T s = T(1) / std::sqrt(T((i + 1) * (i + 2)));
+    for (int k = 0; k < nv; ++k) Q[k][i] = k <= i ? s : (k == i + 1 ? -T(i + 1) * s : T(0));
+  }
+  auto el = [&](int k, int c, int l, int d) -> T& {
+    return A[(3 * verts[k] + c) * K + 3 * verts[l] + d];
+  };
+  // P = Qᵀ A (nr × 3nv), then M = P Q (nr × nr).
+  T P[9 * 12];
+  for (int i = 0; i < m; ++i)
+    for (int c = 0; c < 3; ++c)
+      for (int l = 0; l < nv; ++l)
+        for (int d = 0; d < 3; ++d) {
+          T s = T(0);
+          for (int k = 0; k < nv; ++k) s += Q[k][i] * el(k, c, l, d);
+          P[(3 * i + c) * 12 + 3 * l + d] = s;
+        }
+  T M[144];
+  for (int r = 0; r < nr; ++r)
+    for (int j = 0; j < m; ++j)
+      for (int d = 0; d < 3; ++d) {
+        T s = T(0);
+        for (int l = 0; l < nv; ++l) s += P[r * 12 + 3 * l + d] * Q[l][j];
+        M[r * 12 + 3 * j + d] = s;
+      }
+  if (!project_to_psd(M, nr, 12)) return;  // already PSD: A stays as it is
+  // A = Q M⁺ Qᵀ: R = Q M⁺ (3nv × nr), then A = R Qᵀ.
+  T R[12 * 9];
+  for (int k = 0; k < nv; ++k)
+    for (int c = 0; c < 3; ++c)
+      for (int col = 0; col < nr; ++col) {
+        T s = T(0);
+        for (int i = 0; i < m; ++i) s += Q[k][i] * M[(3 * i + c) * 12 + col];
+        R[(3 * k + c) * 9 + col] = s;
+      }
+  for (int k = 0; k < nv; ++k)
+    for (int c = 0; c < 3; ++c)
+      for (int l = 0; l < nv; ++l)
+        for (int d = 0; d < 3; ++d) {
+          T s = T(0);
+          for (int j = 0; j < m; ++j) s += R[(3 * k + c) * 9 + 3 * j + d] * Q[l][j];
+          el(k, c, l, d) = s;
+        }
 }
 
 }  // namespace contactnet

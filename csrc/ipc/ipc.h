@@ -20,6 +20,7 @@
 //      vertex_body is given, pairs within one body (a primitive belongs to its first vertex's body).
 // ipc_swept_candidates(vertices_t0, vertices_t1, faces, edges, vertex_body, min_distance)
 //   -> fv, ee: pairs whose boxes around both positions, grown by min_distance / 2, overlap.
+//   Both search a uniform grid of primitive boxes (GridFunctor).
 //
 // ipc_barrier_potential(vertices, rest_vertices, faces, edges, fv, ee, dhat, kappa)
 //   -> (Nfv + Nee,) per-candidate energy κ m b(d², d̂²) (m: edge–edge mollifier, 1 for fv),
@@ -31,6 +32,10 @@
 //                        kappa, mu, eps_v) -> (N,) per-candidate μ N f₀(‖u‖) (see common/friction.h);
 //   _gradient -> (N, 12), _hessian -> (N, 12, 12) with respect to the velocities (PSD).
 //
+// ipc_assemble_hessian(local (N, 12, 12), stencils (N, 4) int64, num_vertices) -> indices (2, nnz)
+//   int64, values (nnz,): the coalesced COO form of the (3V, 3V) sum of the blocks (CPU only; the
+//   Python wrapper sums on other devices with torch ops). Implemented in ipc_cpu.cpp.
+//
 // ipc_ccd(vertices_t0, vertices_t1, faces, edges, fv, ee, min_distance, tmax,
 //         conservative_rescaling, max_iterations) -> (N,) time of impact in [0, tmax] (tmax: none).
 //
@@ -38,11 +43,15 @@
 // and Hessian, toi = tmax.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -145,17 +154,23 @@ inline void check_mesh(const at::Tensor& vertices, const at::Tensor& faces, cons
   }
 }
 
-// Boxes sorted by their lower bound along `axis`: sorted boxes, keys and original ids.
-inline void sort_boxes(const at::Tensor& box, int axis, at::Tensor& sorted, at::Tensor& key,
-                       at::Tensor& order) {
-  auto sk = box.select(1, axis).sort();
-  key = std::get<0>(sk).contiguous();
-  order = std::get<1>(sk).contiguous();
-  sorted = box.index_select(0, order).contiguous();
-}
+// Whether a launcher offers collect_pairs(functor, items, options) -> (total, 2) int64: the pairs
+// that functor.visit(i, sink) reports for i in [0, items), in item order.
+template <typename L, typename = void>
+struct launcher_collects_pairs : std::false_type {};
+template <typename L>
+struct launcher_collects_pairs<L, std::void_t<decltype(L::kCollectsPairs)>> : std::true_type {};
 
-// Sort-and-sweep over primitive boxes (see SweepFunctor), then the count / exclusive-scan / fill
-// passes. dhat2 > 0 adds the exact squared-distance filter.
+// Whether a launcher offers hessian_by_feature(functor, n) (see ipc_barrier_potential_impl).
+template <typename L, typename = void>
+struct launcher_shares_features : std::false_type {};
+template <typename L>
+struct launcher_shares_features<L, std::void_t<decltype(L::kSharesFeatures)>> : std::true_type {};
+
+// Broad phase on a uniform grid (see GridFunctor): boxes of vertices, faces and edges; faces and
+// edges entered in the cells they overlap, sorted by cell; vertices query the face grid and edges
+// the edge grid; then count / exclusive-scan / fill passes (or one collecting pass on the host).
+// dhat2 > 0 adds the exact squared-distance filter.
 template <typename Launch>
 std::tuple<at::Tensor, at::Tensor> ipc_candidates_impl(
     const at::Tensor& v0, const at::Tensor* v1, const at::Tensor& faces, const at::Tensor& edges,
@@ -178,26 +193,76 @@ std::tuple<at::Tensor, at::Tensor> ipc_candidates_impl(
     launch(v0, E,
            PrimitiveBoxFunctor<T>{p0, p1, edges.data_ptr<int64_t>(), 2, T(inflate),
                                   ebox.data_ptr<T>()});
-    // Sweep along the axis where the vertices spread most.
-    int axis = 0;
-    if (V > 0) {
-      at::Tensor extent = std::get<0>(v0.max(0)).sub(std::get<0>(v0.min(0)));
-      axis = static_cast<int>(extent.argmax().item<int64_t>());
-    }
-    at::Tensor sv, kv, iv, sf, kf, i_f, se, ke, ie;
-    sort_boxes(vbox, axis, sv, kv, iv);
-    sort_boxes(fbox, axis, sf, kf, i_f);
-    sort_boxes(ebox, axis, se, ke, ie);
-    const int64_t* body = vertex_body.has_value() ? vertex_body->data_ptr<int64_t>() : nullptr;
 
-    auto run = [&](SweepFunctor<T> f, int64_t items) {
+    // Grid over all boxes. Cell size: the mean largest extent of the gridded boxes, so a typical
+    // box covers a few cells; doubled while a few huge boxes (a ground plane, a long sweep) would
+    // make the entries outnumber the boxes by far.
+    double lo[3] = {0, 0, 0}, span[3] = {0, 0, 0}, cell = 1.0;
+    at::Tensor all = at::cat({vbox, fbox, ebox});
+    if (all.size(0) > 0) {
+      at::Tensor lo_t = std::get<0>(all.slice(1, 0, 3).min(0)).to(at::kDouble).cpu();
+      at::Tensor hi_t = std::get<0>(all.slice(1, 3, 6).max(0)).to(at::kDouble).cpu();
+      for (int c = 0; c < 3; ++c) {
+        lo[c] = lo_t[c].template item<double>();
+        span[c] = hi_t[c].template item<double>() - lo[c];
+      }
+    }
+    const double max_span = std::max({span[0], span[1], span[2]});
+    TORCH_CHECK(std::isfinite(max_span), "vertices: expected finite coordinates");
+    if (F + E > 0) {
+      at::Tensor gb = at::cat({fbox, ebox});
+      cell = gb.slice(1, 3, 6).sub(gb.slice(1, 0, 3)).amax(1).mean().template item<double>();
+    }
+    // At most 2^20 cells per axis (linear ids stay far from overflow); never 0 or NaN.
+    cell = std::max({cell, max_span / double(1 << 20), 1e-30});
+    UniformGrid<T> grid{};
+    at::Tensor fcount = at::empty({F}, lopt), ecount = at::empty({E}, lopt);
+    for (;;) {
+      for (int c = 0; c < 3; ++c) {
+        grid.origin[c] = T(lo[c]);
+        grid.dims[c] = static_cast<int64_t>(span[c] / cell) + 1;
+      }
+      grid.inv_cell = T(1.0 / cell);
+      launch(v0, F,
+             GridEntryFunctor<T>{grid, fbox.data_ptr<T>(), nullptr, fcount.data_ptr<int64_t>(),
+                                 nullptr, nullptr});
+      launch(v0, E,
+             GridEntryFunctor<T>{grid, ebox.data_ptr<T>(), nullptr, ecount.data_ptr<int64_t>(),
+                                 nullptr, nullptr});
+      const int64_t entries = (F ? fcount.sum().template item<int64_t>() : 0) +
+                              (E ? ecount.sum().template item<int64_t>() : 0);
+      if (entries <= 16 * (F + E) + 4096 || cell >= max_span) break;
+      cell *= 2;
+    }
+    // (cell, box) entries of one gridded set, sorted by cell (stable: by box within a cell).
+    auto grid_entries = [&](const at::Tensor& box, const at::Tensor& count, int64_t n,
+                            at::Tensor& keys, at::Tensor& items) {
+      at::Tensor offset = count.cumsum(0).sub(count).contiguous();
+      const int64_t total = n > 0 ? count.sum().template item<int64_t>() : 0;
+      at::Tensor k = at::empty({total}, lopt), it = at::empty({total}, lopt);
+      launch(v0, n,
+             GridEntryFunctor<T>{grid, box.data_ptr<T>(), offset.data_ptr<int64_t>(), nullptr,
+                                 k.data_ptr<int64_t>(), it.data_ptr<int64_t>()});
+      auto sorted = k.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
+      keys = std::get<0>(sorted).contiguous();
+      items = it.index_select(0, std::get<1>(sorted)).contiguous();
+    };
+    at::Tensor fkeys, fitems, ekeys, eitems;
+    grid_entries(fbox, fcount, F, fkeys, fitems);
+    grid_entries(ebox, ecount, E, ekeys, eitems);
+
+    auto run = [&](GridFunctor<T> f, int64_t items) {
+      // A host launcher collects each task's pairs in one pass (the narrow-phase distance is
+      // evaluated once); a device runs count, scan and fill.
+      if constexpr (launcher_collects_pairs<Launch>::value)
+        return launch.collect_pairs(f, items, lopt);
       at::Tensor count = at::empty({items}, lopt);
       f.count = count.data_ptr<int64_t>();
       f.out = nullptr;
       f.offset = nullptr;
       launch(v0, items, f);
       at::Tensor offset = count.cumsum(0).sub(count).contiguous();
-      const int64_t total = items > 0 ? count.sum().item<int64_t>() : 0;
+      const int64_t total = items > 0 ? count.sum().template item<int64_t>() : 0;
       at::Tensor pairs = at::empty({total, 2}, lopt);
       f.count = nullptr;
       f.offset = offset.data_ptr<int64_t>();
@@ -205,37 +270,24 @@ std::tuple<at::Tensor, at::Tensor> ipc_candidates_impl(
       launch(v0, items, f);
       return pairs;
     };
-    SweepFunctor<T> base{};
-    base.axis = axis;
-    base.vertices = p0;
-    base.faces = faces.data_ptr<int64_t>();
-    base.edges = edges.data_ptr<int64_t>();
-    base.body = body;
-    base.dhat2 = T(dhat2);
-
-    SweepFunctor<T> fvs = base;
-    fvs.self = false;
-    fvs.box_a = sv.data_ptr<T>();
-    fvs.key_a = kv.data_ptr<T>();
-    fvs.id_a = iv.data_ptr<int64_t>();
-    fvs.na = V;
-    fvs.box_b = sf.data_ptr<T>();
-    fvs.key_b = kf.data_ptr<T>();
-    fvs.id_b = i_f.data_ptr<int64_t>();
-    fvs.nb = F;
-    fv = run(fvs, V + F);
-
-    SweepFunctor<T> ees = base;
-    ees.self = true;
-    ees.box_a = se.data_ptr<T>();
-    ees.key_a = ke.data_ptr<T>();
-    ees.id_a = ie.data_ptr<int64_t>();
-    ees.na = E;
-    ees.box_b = nullptr;
-    ees.key_b = nullptr;
-    ees.id_b = nullptr;
-    ees.nb = 0;
-    ee = run(ees, E);
+    GridFunctor<T> g{};
+    const int64_t* body = vertex_body.has_value() ? vertex_body->data_ptr<int64_t>() : nullptr;
+    g.filter = CandidatePairFilter<T>{false, p0, faces.data_ptr<int64_t>(),
+                                      edges.data_ptr<int64_t>(), body, T(dhat2)};
+    g.grid = grid;
+    g.box_a = vbox.data_ptr<T>();
+    g.box_b = fbox.data_ptr<T>();
+    g.keys = fkeys.data_ptr<int64_t>();
+    g.items = fitems.data_ptr<int64_t>();
+    g.m = fkeys.size(0);
+    fv = run(g, V);
+    g.filter.self = true;
+    g.box_a = ebox.data_ptr<T>();
+    g.box_b = ebox.data_ptr<T>();
+    g.keys = ekeys.data_ptr<int64_t>();
+    g.items = eitems.data_ptr<int64_t>();
+    g.m = ekeys.size(0);
+    ee = run(g, E);
   });
   return {fv, ee};
 }
@@ -308,12 +360,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_barrier_potential_impl(
   AT_DISPATCH_FLOATING_TYPES(vertices.scalar_type(), "ipc_barrier_potential", [&] {
     CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
                         fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), nfv};
-    launch(vertices, n,
-           BarrierPotentialFunctor<scalar_t>{
-               st, vertices.data_ptr<scalar_t>(), rest.data_ptr<scalar_t>(),
-               scalar_t(dhat * dhat), scalar_t(kappa), order, project,
-               energy.data_ptr<scalar_t>(), order >= 1 ? grad.data_ptr<scalar_t>() : nullptr,
-               order >= 2 ? hess.data_ptr<scalar_t>() : nullptr, nullptr});
+    const BarrierPotentialFunctor<scalar_t> f{
+        st, vertices.data_ptr<scalar_t>(), rest.data_ptr<scalar_t>(),
+        scalar_t(dhat * dhat), scalar_t(kappa), order, project,
+        energy.data_ptr<scalar_t>(), order >= 1 ? grad.data_ptr<scalar_t>() : nullptr,
+        order >= 2 ? hess.data_ptr<scalar_t>() : nullptr, nullptr};
+    // Projected Hessians (the only output of order 2): a host launcher may evaluate each shared
+    // point–point / point–edge feature once (BarrierPotentialFunctor::feature_key).
+    if constexpr (launcher_shares_features<Launch>::value) {
+      if (order == 2 && project) {
+        launch.hessian_by_feature(f, n);
+        return;
+      }
+    }
+    launch(vertices, n, f);
   });
   return {energy, grad, hess};
 }

@@ -174,9 +174,10 @@ struct BarrierPotentialFunctor {
       Vec3<T> r[4];
       for (int k = 0; k < 4; ++k) r[k] = load3(rest + 3 * id[k]);
       const T eps_x = edge_edge_mollifier_threshold(r[0], r[1], r[2], r[3]);
-      m = edge_edge_mollifier(v[0], v[1], v[2], v[3], eps_x, order >= 1 ? gm : nullptr,
-                              order >= 2 ? Hm : nullptr);
-      mollified = m < T(1);
+      m = edge_edge_mollifier(v[0], v[1], v[2], v[3], eps_x);
+      mollified = m < T(1);  // derivatives only then: far from parallel, m ≡ 1
+      if (mollified && order >= 1)
+        edge_edge_mollifier(v[0], v[1], v[2], v[3], eps_x, gm, order >= 2 ? Hm : nullptr);
     }
     energy[i] = kappa * m * b;  // κ m b
     if (order < 1) return;
@@ -197,7 +198,81 @@ struct BarrierPotentialFunctor {
         if (mollified) h += b1 * (gd[r] * gm[c] + gm[r] * gd[c]) + b * Hm[12 * r + c];
         H[12 * r + c] = kappa * h;
       }
-    if (project) project_to_psd(H, 12, 12);
+    if (project) {
+      // m b is translation invariant; without the mollifier it lives on the closest feature's
+      // vertices only.
+      int feat[4] = {0, 1, 2, 3};
+      const int nf = mollified ? 4 : (is_ee ? edge_edge_feature(type, feat)
+                                            : point_triangle_feature(type, feat));
+      project_to_psd_translation_free(H, 12, feat, nf);
+    }
+  }
+
+  // Candidates whose term is b(d²) of a point–point or point–edge feature alone (no active
+  // mollifier, d² < d̂², 4 distinct stencil vertices) have equal Hessians on that feature: a
+  // vertex near an edge is a candidate of both faces beside the edge and of the edges at the
+  // vertex. key = (point, lower, upper edge vertex) or (lower, upper point, -1); false for all
+  // other candidates.
+  CN_HD bool feature_key(int64_t i, int64_t key[3]) const {
+    if (st.padded(i)) return false;  // padding: operator() zeroes it
+    int64_t id[4];
+    const bool is_ee = st.ids(i, id);
+    for (int a = 0; a < 4; ++a)
+      for (int b = a + 1; b < 4; ++b)
+        if (id[a] == id[b]) return false;
+    Vec3<T> v[4];
+    for (int k = 0; k < 4; ++k) v[k] = load3(vertices + 3 * id[k]);
+    const int8_t type = is_ee ? edge_edge_distance_type(v[0], v[1], v[2], v[3])
+                              : point_triangle_distance_type(v[0], v[1], v[2], v[3]);
+    int feat[4];
+    const int nf = is_ee ? edge_edge_feature(type, feat) : point_triangle_feature(type, feat);
+    if (nf == 4) return false;
+    if (is_ee) {
+      Vec3<T> r[4];
+      for (int k = 0; k < 4; ++k) r[k] = load3(rest + 3 * id[k]);
+      const T eps_x = edge_edge_mollifier_threshold(r[0], r[1], r[2], r[3]);
+      if (edge_edge_mollifier(v[0], v[1], v[2], v[3], eps_x) < T(1)) return false;
+    }
+    T* const none = nullptr;
+    const T d = is_ee ? edge_edge_distance(v[0], v[1], v[2], v[3], none, none, type)
+                      : point_triangle_distance(v[0], v[1], v[2], v[3], none, none, type);
+    if (!(d < dhat2)) return false;
+    const int64_t a = id[feat[0]], b = id[feat[1]];
+    if (nf == 2) {
+      key[0] = a < b ? a : b;
+      key[1] = a < b ? b : a;
+      key[2] = -1;
+    } else {
+      const int64_t c = id[feat[2]];
+      key[0] = a;  // point–edge features list the point first
+      key[1] = b < c ? b : c;
+      key[2] = b < c ? c : b;
+    }
+    return true;
+  }
+
+  // Hessian of candidate i from that of candidate `rep` on the same feature key (see
+  // feature_key): the feature vertices' 3×3 blocks move to i's stencil positions, zeros
+  // elsewhere. Energy and gradient of i are not written.
+  CN_HD void copy_feature_hessian(int64_t rep, int64_t i, const int64_t key[3]) const {
+    int64_t ir[4], ii[4];
+    st.ids(rep, ir);
+    st.ids(i, ii);
+    const int nf = key[2] < 0 ? 2 : 3;
+    int pr[3], pi[3];  // stencil slot of each feature vertex in rep and in i
+    for (int k = 0; k < nf; ++k)
+      for (int s = 0; s < 4; ++s) {
+        if (ir[s] == key[k]) pr[k] = s;
+        if (ii[s] == key[k]) pi[k] = s;
+      }
+    const T* A = hess + 144 * rep;
+    T* H = hess + 144 * i;
+    zero_array<T, 144>(H);
+    for (int k = 0; k < nf; ++k)
+      for (int l = 0; l < nf; ++l)
+        for (int r = 0; r < 3; ++r)
+          for (int c = 0; c < 3; ++c)
+            H[(3 * pi[k] + r) * 12 + 3 * pi[l] + c] = A[(3 * pr[k] + r) * 12 + 3 * pr[l] + c];
   }
 };
 
@@ -296,7 +371,7 @@ struct CcdFunctor {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Broad phase: sort-and-sweep over axis-aligned boxes.
+// Broad phase: axis-aligned boxes on a uniform grid.
 //
 // Boxes (lo, hi) per primitive, (n, 6), cover the primitive at v0 and (when given) v1, inflated by
 // `inflate` on every side. Two boxes inflated by r/2 each overlap whenever their primitives are
@@ -334,13 +409,13 @@ struct PrimitiveBoxFunctor {
   }
 };
 
-// First index in the ascending array a[0, n) whose value is ≥ x (strict: > x).
+// First index in the ascending array a[0, n) whose value is ≥ x.
 template <typename T>
-CN_HD int64_t lower_index(const T* a, int64_t n, T x, bool strict) {
+CN_HD int64_t lower_index(const T* a, int64_t n, T x) {
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
-    if (strict ? !(a[mid] > x) : a[mid] < x)
+    if (a[mid] < x)
       lo = mid + 1;
     else
       hi = mid;
@@ -355,36 +430,18 @@ CN_HD bool boxes_overlap(const T* a, const T* b) {
   return true;
 }
 
-// Pairs of overlapping boxes between sorted sets A (vertices) and B (faces), or within one sorted
-// set of edges (self). Item i of the sweep enumerates the partners of one box; each overlapping
-// pair is enumerated exactly once (by the member whose lower bound along `axis` comes first).
-// Pass 1 (out == null) counts per item, pass 2 writes at `offset[i]`.
-//
-// Filters: pairs sharing a vertex; pairs in one body (when body != null; a primitive belongs to the
-// body of its first vertex); and, when dhat2 > 0, pairs whose squared distance is not < dhat2.
+// Narrow filter of the broad phase, for vertex a vs face b, or edge a vs edge b (self): drops pairs
+// sharing a vertex; pairs in one body (when body != null; a primitive belongs to the body of its
+// first vertex); and, when dhat2 > 0, pairs whose squared distance is not < dhat2.
 template <typename T>
-struct SweepFunctor {
-  bool self;      // edge–edge within one set (A = B)
-  int axis;       // sweep axis
-  const T* box_a;       // (na, 6) sorted by lo[axis]
-  const T* key_a;       // (na,) lo[axis], ascending
-  const int64_t* id_a;  // (na,) original primitive ids
-  int64_t na;
-  const T* box_b;
-  const T* key_b;
-  const int64_t* id_b;
-  int64_t nb;
-  const T* vertices;  // for the narrow phase
+struct CandidatePairFilter {
+  bool self;  // edge–edge within one set
+  const T* vertices;
   const int64_t* faces;
   const int64_t* edges;
   const int64_t* body;  // (V,) or null
   T dhat2;              // > 0: keep only pairs with d² < dhat2
-  const int64_t* offset;
-  int64_t* count;  // pass 1
-  int64_t* out;    // pass 2: (total, 2)
-  int64_t capacity = -1;  // >= 0: pass 2 writes only the first `capacity` pairs (rows of out)
 
-  // Narrow filter for vertex va vs face fb, or edge ea vs edge eb.
   CN_HD bool keep(int64_t a, int64_t b) const {
     int64_t id[4];
     if (self) {
@@ -411,42 +468,130 @@ struct SweepFunctor {
     return true;
   }
 
-  CN_HD void emit(int64_t a, int64_t b, int64_t& n, int64_t i) const {
+  // Passes a kept pair to sink(a, b), self pairs as a < b.
+  template <typename Sink>
+  CN_HD void take(int64_t a, int64_t b, Sink& sink) const {
     if (!keep(a, b)) return;
-    if (out && (capacity < 0 || offset[i] + n < capacity)) {
-      int64_t* o = out + 2 * (offset[i] + n);
-      if (self && a > b) {
-        const int64_t t = a;
-        a = b;
-        b = t;
-      }
-      o[0] = a;
-      o[1] = b;
+    if (self && a > b) {
+      const int64_t t = a;
+      a = b;
+      b = t;
     }
-    ++n;
+    sink(a, b);
   }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Broad phase on a uniform grid. Cell (x, y, z) covers origin + cell·[x, x+1) × … ; its linear id
+// is x + dims[0] (y + dims[1] z). Coordinates are clamped into the grid, so entries and queries
+// agree on every box's cell range.
+template <typename T>
+struct UniformGrid {
+  T origin[3];
+  T inv_cell;
+  int64_t dims[3];
+
+  CN_HD int64_t coord(T x, int c) const {
+    const T f = (x - origin[c]) * inv_cell;
+    const int64_t k = f > T(0) ? static_cast<int64_t>(f) : 0;
+    return k < dims[c] ? k : dims[c] - 1;
+  }
+  CN_HD void range(const T* box, int64_t lo[3], int64_t hi[3]) const {
+    for (int c = 0; c < 3; ++c) {
+      lo[c] = coord(box[c], c);
+      hi[c] = coord(box[3 + c], c);
+    }
+  }
+  CN_HD int64_t id(int64_t x, int64_t y, int64_t z) const {
+    return x + dims[0] * (y + dims[1] * z);
+  }
+};
+
+// Grid entries of boxes: pass 1 (keys == null) counts the cells each box overlaps, pass 2 writes
+// (cell id, box id) at offset[i].
+template <typename T>
+struct GridEntryFunctor {
+  UniformGrid<T> grid;
+  const T* box;  // (n, 6)
+  const int64_t* offset;
+  int64_t* count;
+  int64_t* keys;
+  int64_t* items;
 
   CN_HD void operator()(int64_t i) const {
-    int64_t n = 0;
-    if (self) {
-      const T* bi = box_a + 6 * i;
-      for (int64_t j = i + 1; j < na && !(key_a[j] > bi[3 + axis]); ++j)
-        if (boxes_overlap(bi, box_a + 6 * j)) emit(id_a[i], id_a[j], n, i);
-    } else if (i < na) {
-      // Faces whose lower bound lies in [lo_a, hi_a].
-      const T* ba = box_a + 6 * i;
-      for (int64_t j = lower_index(key_b, nb, ba[axis], false); j < nb && !(key_b[j] > ba[3 + axis]);
-           ++j)
-        if (boxes_overlap(ba, box_b + 6 * j)) emit(id_a[i], id_b[j], n, i);
-    } else {
-      // Vertices whose lower bound lies in (lo_b, hi_b].
-      const int64_t k = i - na;
-      const T* bb = box_b + 6 * k;
-      for (int64_t j = lower_index(key_a, na, bb[axis], true); j < na && !(key_a[j] > bb[3 + axis]);
-           ++j)
-        if (boxes_overlap(box_a + 6 * j, bb)) emit(id_a[j], id_b[k], n, i);
+    int64_t lo[3], hi[3];
+    grid.range(box + 6 * i, lo, hi);
+    if (!keys) {
+      count[i] = (hi[0] - lo[0] + 1) * (hi[1] - lo[1] + 1) * (hi[2] - lo[2] + 1);
+      return;
     }
-    if (count) count[i] = n;
+    int64_t o = offset[i];
+    for (int64_t z = lo[2]; z <= hi[2]; ++z)
+      for (int64_t y = lo[1]; y <= hi[1]; ++y)
+        for (int64_t x = lo[0]; x <= hi[0]; ++x) {
+          keys[o] = grid.id(x, y, z);
+          items[o++] = i;
+        }
+  }
+};
+
+// Pairs of overlapping boxes between queries A (vertices) and the gridded set B (faces), or
+// within the gridded set of edges (self: A = B, pairs a < b). Item i queries the cells of box a_i;
+// a pair is reported only from the cell holding the corner max(lo_a, lo_b) of the two boxes'
+// intersection, so exactly once, then passes CandidatePairFilter. Pass 1 (out == null) counts per
+// item, pass 2 writes at offset[i]; a host launcher may instead collect visit()'s pairs directly.
+template <typename T>
+struct GridFunctor {
+  CandidatePairFilter<T> filter;
+  UniformGrid<T> grid;
+  const T* box_a;         // (na, 6) query boxes, original order
+  const T* box_b;         // (nb, 6) gridded boxes, original order
+  const int64_t* keys;    // (m,) cell ids of the grid entries, ascending
+  const int64_t* items;   // (m,) box of each entry (ascending within a cell)
+  int64_t m;
+  const int64_t* offset;
+  int64_t* count;  // pass 1
+  int64_t* out;    // pass 2: (total, 2)
+
+  template <typename Sink>
+  CN_HD void visit(int64_t i, Sink& sink) const {
+    const T* ba = box_a + 6 * i;
+    int64_t lo[3], hi[3];
+    grid.range(ba, lo, hi);
+    for (int64_t z = lo[2]; z <= hi[2]; ++z)
+      for (int64_t y = lo[1]; y <= hi[1]; ++y)
+        for (int64_t x = lo[0]; x <= hi[0]; ++x) {
+          const int64_t key = grid.id(x, y, z);
+          const int64_t cell[3] = {x, y, z};
+          for (int64_t j = lower_index(keys, m, key); j < m && keys[j] == key; ++j) {
+            const int64_t b = items[j];
+            if (filter.self && b <= i) continue;
+            const T* bb = box_b + 6 * b;
+            if (!boxes_overlap(ba, bb)) continue;
+            bool here = true;
+            for (int c = 0; c < 3 && here; ++c)
+              here = grid.coord(ba[c] > bb[c] ? ba[c] : bb[c], c) == cell[c];
+            if (here) filter.take(i, b, sink);
+          }
+        }
+  }
+
+  struct CountOrWrite {
+    int64_t* out;
+    int64_t n;
+    CN_HD void operator()(int64_t a, int64_t b) {
+      if (out) {
+        out[2 * n] = a;
+        out[2 * n + 1] = b;
+      }
+      ++n;
+    }
+  };
+
+  CN_HD void operator()(int64_t i) const {
+    CountOrWrite sink{out ? out + 2 * offset[i] : nullptr, 0};
+    visit(i, sink);
+    if (count) count[i] = sink.n;
   }
 };
 

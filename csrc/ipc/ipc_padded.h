@@ -1,6 +1,8 @@
 // Fixed-capacity variants of the IPC broad phases, for stepping without host syncs (a CUDA graph
-// can capture them): the same sort-and-sweep as ipc_collision_candidates / ipc_swept_candidates,
-// but the pair lists have a fixed number of rows and nothing is read back to the host.
+// can capture them): the pairs of ipc_collision_candidates / ipc_swept_candidates (same boxes,
+// same CandidatePairFilter), found by a sort-and-sweep, whose memory is fixed by the input sizes
+// (the grid of the variable-size search is sized from values read on the host), into pair lists
+// of a fixed number of rows.
 //
 // ipc_collision_candidates_padded(vertices (V, 3), faces (F, 3) int64, edges (E, 2) int64,
 //                                 vertex_body (V,) int64 or None, dhat, capacity,
@@ -29,6 +31,84 @@
 #include "ipc/ipc.h"
 
 namespace contactnet {
+
+// Sort-and-sweep over boxes sorted by lo along column 0 (the sweep axis): item i enumerates the
+// partners of one box, each overlapping pair exactly once (by the member whose lower bound comes
+// first), between sets A (vertices) and B (faces), or within one set (edges, filter.self). Pass 1
+// (out == null) counts per item; pass 2 writes at offset[i] the pairs whose row is < capacity.
+template <typename T>
+struct PaddedSweepFunctor {
+  CandidatePairFilter<T> filter;
+  const T* box_a;       // (na, 6) sorted by lo[0]
+  const T* key_a;       // (na,) lo[0], ascending
+  const int64_t* id_a;  // (na,) original primitive ids
+  int64_t na;
+  const T* box_b;  // B likewise (unused when filter.self)
+  const T* key_b;
+  const int64_t* id_b;
+  int64_t nb;
+  const int64_t* offset;
+  int64_t* count;  // pass 1
+  int64_t* out;    // pass 2: (capacity, 2)
+  int64_t capacity;
+
+  struct CappedWrite {
+    int64_t* out;
+    int64_t row;
+    int64_t capacity;
+    int64_t n;
+    CN_HD void operator()(int64_t a, int64_t b) {
+      if (out && row + n < capacity) {
+        out[2 * (row + n)] = a;
+        out[2 * (row + n) + 1] = b;
+      }
+      ++n;
+    }
+  };
+
+  // First index in the ascending a[0, n) whose value is >= x (strict: > x).
+  static CN_HD int64_t first_at_least(const T* a, int64_t n, T x, bool strict) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (strict ? !(a[mid] > x) : a[mid] < x)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo;
+  }
+
+  CN_HD void operator()(int64_t i) const {
+    CappedWrite sink{out, out ? offset[i] : 0, capacity, 0};
+    if (filter.self) {
+      const T* bi = box_a + 6 * i;
+      for (int64_t j = i + 1; j < na && !(key_a[j] > bi[3]); ++j)
+        if (boxes_overlap(bi, box_a + 6 * j)) filter.take(id_a[i], id_a[j], sink);
+    } else if (i < na) {
+      // B boxes whose lower bound lies in [lo_a, hi_a].
+      const T* ba = box_a + 6 * i;
+      for (int64_t j = first_at_least(key_b, nb, ba[0], false); j < nb && !(key_b[j] > ba[3]); ++j)
+        if (boxes_overlap(ba, box_b + 6 * j)) filter.take(id_a[i], id_b[j], sink);
+    } else {
+      // A boxes whose lower bound lies in (lo_b, hi_b].
+      const int64_t k = i - na;
+      const T* bb = box_b + 6 * k;
+      for (int64_t j = first_at_least(key_a, na, bb[0], true); j < na && !(key_a[j] > bb[3]); ++j)
+        if (boxes_overlap(box_a + 6 * j, bb)) filter.take(id_a[j], id_b[k], sink);
+    }
+    if (count) count[i] = sink.n;
+  }
+};
+
+// Boxes sorted by their lower bound along column 0: sorted boxes, keys and original ids.
+inline void sort_boxes_by_lo(const at::Tensor& box, at::Tensor& sorted, at::Tensor& key,
+                             at::Tensor& order) {
+  auto sk = box.select(1, 0).sort();
+  key = std::get<0>(sk).contiguous();
+  order = std::get<1>(sk).contiguous();
+  sorted = box.index_select(0, order).contiguous();
+}
 
 inline void check_active(const std::optional<at::Tensor>& mask, const char* name, int64_t n,
                          const at::Tensor& like) {
@@ -90,11 +170,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_candidates_padded_impl(
       ebox = ebox.index_select(1, perm);
     }
     at::Tensor sv, kv, iv, sf, kf, i_f, se, ke, ie;
-    sort_boxes(vbox, 0, sv, kv, iv);
-    sort_boxes(fbox, 0, sf, kf, i_f);
-    sort_boxes(ebox, 0, se, ke, ie);
+    sort_boxes_by_lo(vbox, sv, kv, iv);
+    sort_boxes_by_lo(fbox, sf, kf, i_f);
+    sort_boxes_by_lo(ebox, se, ke, ie);
 
-    auto run = [&](SweepFunctor<T> f, int64_t items, at::Tensor& pairs, int64_t which) {
+    auto run = [&](PaddedSweepFunctor<T> f, int64_t items, at::Tensor& pairs, int64_t which) {
       at::Tensor count = at::empty({items}, lopt);
       f.count = count.data_ptr<int64_t>();
       launch(v0, items, f);
@@ -106,16 +186,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_candidates_padded_impl(
       f.capacity = capacity;
       launch(v0, items, f);
     };
-    SweepFunctor<T> base{};
-    base.axis = 0;
-    base.vertices = p0;
-    base.faces = faces.data_ptr<int64_t>();
-    base.edges = edges.data_ptr<int64_t>();
-    base.body = vertex_body.has_value() ? vertex_body->data_ptr<int64_t>() : nullptr;
-    base.dhat2 = T(dhat2);
+    PaddedSweepFunctor<T> base{};
+    base.filter.vertices = p0;
+    base.filter.faces = faces.data_ptr<int64_t>();
+    base.filter.edges = edges.data_ptr<int64_t>();
+    base.filter.body = vertex_body.has_value() ? vertex_body->data_ptr<int64_t>() : nullptr;
+    base.filter.dhat2 = T(dhat2);
 
-    SweepFunctor<T> fvs = base;
-    fvs.self = false;
+    PaddedSweepFunctor<T> fvs = base;
+    fvs.filter.self = false;
     fvs.box_a = sv.data_ptr<T>();
     fvs.key_a = kv.data_ptr<T>();
     fvs.id_a = iv.data_ptr<int64_t>();
@@ -126,8 +205,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_candidates_padded_impl(
     fvs.nb = F;
     run(fvs, V + F, fv, 0);
 
-    SweepFunctor<T> ees = base;
-    ees.self = true;
+    PaddedSweepFunctor<T> ees = base;
+    ees.filter.self = true;
     ees.box_a = se.data_ptr<T>();
     ees.key_a = ke.data_ptr<T>();
     ees.id_a = ie.data_ptr<int64_t>();

@@ -8,6 +8,7 @@ import torch
 from contactnet.data.dataset import (
     DatasetSpec,
     generate_shards,
+    make_shard,
     load_manifest,
     read_shard,
     shard_dir,
@@ -81,3 +82,18 @@ def test_missing_shard_and_bad_specs(lib, tmp_path):
         _spec(object_ids=[])
     with pytest.raises(ValueError, match="positive_rate_band"):
         _spec(positive_rate_band=(0.9, 0.1))
+
+
+def test_shard_on_device_matches_cpu(lib, device):
+    """The GPU labelling path: the same seeded poses on every device (drawn on the CPU), and the
+    device's exact kernels give the CPU's labels and distances."""
+    spec = _spec(pairs=PairSpec(poses_per_pair=50))
+    cpu = make_shard(lib, spec, 1)
+    other = make_shard(lib.to(device), spec, 1)
+    assert set(other) == set(cpu)
+    for name in ("ids_a", "ids_b", "poses_a", "poses_b", "label"):
+        np.testing.assert_array_equal(other[name], cpu[name], err_msg=name)
+    np.testing.assert_allclose(other["signed_distance"], cpu["signed_distance"], rtol=1e-5, atol=1e-6)
+    finite = np.isfinite(cpu["barrier"])
+    np.testing.assert_array_equal(np.isfinite(other["barrier"]), finite)
+    np.testing.assert_allclose(other["barrier"][finite], cpu["barrier"][finite], rtol=1e-4, atol=1e-12)

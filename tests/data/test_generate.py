@@ -3,10 +3,11 @@
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 
 from contactnet.data.dataset import load_manifest, read_shard
-from contactnet.data.generate import run
+from contactnet.data.generate import resolve_device, run
 
 CONF = str(Path(__file__).resolve().parents[2] / "conf")
 
@@ -39,3 +40,20 @@ def test_one_shard_at_a_time_then_merge(tmp_path):
 def test_bad_split_name(tmp_path):
     with pytest.raises(ValueError, match="split: expected one of"):
         run(_cfg(tmp_path, "split=nope"))
+
+
+def test_device_choice(tmp_path):
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+    for bad in ("gpu", "meta", "mps:x"):
+        with pytest.raises(ValueError, match="device: expected 'auto', 'cpu' or 'cuda"):
+            resolve_device(bad)
+    if torch.cuda.is_available():
+        return  # the CPU/CUDA agreement itself: test_dataset.test_shard_on_device_matches_cpu
+    with pytest.raises(ValueError, match="device: 'cuda' requested, but torch sees no CUDA device"):
+        run(_cfg(tmp_path, "device=cuda"))
+    # "auto" is the CPU here: byte for byte the shards of forcing it.
+    run(_cfg(tmp_path / "cpu", "split=val", "device=cpu"))
+    run(_cfg(tmp_path / "auto", "split=val"))
+    a, b = read_shard(tmp_path / "cpu" / "val", 0), read_shard(tmp_path / "auto" / "val", 0)
+    assert all(a[name].tobytes() == b[name].tobytes() for name in a)

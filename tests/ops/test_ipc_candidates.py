@@ -1,4 +1,4 @@
-"""Collision candidates: the sort-and-sweep broad phase + exact filter against brute force and IPC
+"""Collision candidates: the uniform-grid broad phase + exact filter against brute force and IPC
 Toolkit, compared as sets."""
 
 import numpy as np
@@ -108,6 +108,46 @@ def test_swept_candidates_cover_moving_pairs():
             if p not in tri and bool(((lo[p] <= bh) & (bl <= hi[p])).all()):
                 want_fv.add((p, f))
     assert fv == want_fv
+
+
+def _swept_box_pairs(V, V1, F, E, inflate):
+    """Brute force: face–vertex and edge–edge pairs (sharing no vertex) whose boxes around both
+    positions, grown by inflate, overlap."""
+    lo, hi = torch.minimum(V, V1) - inflate, torch.maximum(V, V1) + inflate
+
+    def boxes(prims):
+        return lo[prims].amin(1), hi[prims].amax(1)
+
+    def overlap(a_lo, a_hi, b_lo, b_hi):
+        return ((a_lo[:, None] <= b_hi[None]) & (b_lo[None] <= a_hi[:, None])).all(-1)
+
+    fl, fh = boxes(F)
+    el, eh = boxes(E)
+    fv = overlap(lo, hi, fl, fh) & ~(torch.arange(V.shape[0])[:, None, None] == F[None]).any(-1)
+    ee = overlap(el, eh, el, eh) & ~(E[:, None, :, None] == E[None, :, None, :]).any(-1).any(-1)
+    ee = torch.triu(ee, diagonal=1)
+    return {tuple(r) for r in fv.nonzero().tolist()}, {tuple(r) for r in ee.nonzero().tolist()}
+
+
+def test_grid_with_huge_boxes_matches_brute_force():
+    """A ground quad much larger than the other triangles, and one body sweeping far: boxes that
+    cover many grid cells (or force larger cells) lose no pair and report none twice."""
+    V, F, E = ref.random_triangle_soup(40, seed=7, scale=0.05)
+    ground = torch.tensor([[-3, -3, 0.1], [3, -3, 0.1], [3, 3, 0.1], [-3, 3, 0.1]], dtype=V.dtype)
+    n = V.shape[0]
+    V = torch.cat([V, ground])
+    F = torch.cat([F, torch.tensor([[n, n + 1, n + 2], [n, n + 2, n + 3]])])
+    E = ipc.mesh_edges(F)
+    dhat = 0.05
+    c = ipc.collision_candidates(V, F, E, dhat)
+    assert _sets(c) == ref.brute_force_candidates(V, F, E, dhat)
+    assert c.face_vertex.shape[0] == len(set(map(tuple, c.face_vertex.tolist())))
+    V1 = V.clone()
+    V1[:30] += torch.tensor([2.0, -1.0, 0.5], dtype=V.dtype)  # a long sweep for part of the soup
+    c = ipc.swept_candidates(V, V1, F, E, 0.01)
+    fv, ee = _sets(c)
+    assert (fv, ee) == _swept_box_pairs(V, V1, F, E, 0.005)
+    assert len(fv) == c.face_vertex.shape[0] and len(ee) == c.edge_edge.shape[0] > 0
 
 
 def test_bad_input():

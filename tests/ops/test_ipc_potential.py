@@ -151,6 +151,52 @@ def test_opcheck():
     torch.library.opcheck(ops.ipc_barrier_potential_hessian, (V, V, F, E, fv, ee, dhat, 2.0, True))
 
 
+def test_projected_blocks_equal_one_candidate_at_a_time():
+    """The CPU op evaluates a point–edge / point–point feature shared by several candidates once
+    and copies its block into each stencil; every block must equal the candidate's own."""
+    V, F, E, body, dhat, cand = _scene(5, seed=11)
+    H = ipc.barrier_potential_hessian(V, F, E, cand, dhat, 3.0, assemble=False).local
+    support = (H.reshape(-1, 4, 3, 12).abs().sum((2, 3)) > 0).sum(1)
+    assert int((support == 3).sum()) > 100 and int((support == 2).sum()) > 0  # shared features exist
+    nfv = cand.face_vertex.shape[0]
+    for i in range(cand.count):
+        one = ipc.Candidates(cand.face_vertex[i:i + 1], cand.edge_edge[:0]) if i < nfv else \
+            ipc.Candidates(cand.face_vertex[:0], cand.edge_edge[i - nfv:i - nfv + 1])
+        Hi = ipc.barrier_potential_hessian(V, F, E, one, dhat, 3.0, assemble=False).local[0]
+        torch.testing.assert_close(H[i], Hi, rtol=1e-12, atol=1e-12 * float(Hi.abs().max()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_assemble_hessian_is_the_coalesced_sum(dtype, device):
+    """Random blocks on random stencils (repeated vertices within a stencil and unused vertices
+    included) against a dense scatter-add; the result must be a valid coalesced COO tensor."""
+    g = torch.Generator().manual_seed(3)
+    n, nv = 200, 40
+    local = torch.randn((n, 12, 12), generator=g, dtype=dtype)
+    stencils = torch.randint(0, nv - 5, (n, 4), generator=g)
+    stencils[::7, 2] = stencils[::7, 0]
+    dofs = (3 * stencils[:, :, None] + torch.arange(3)).reshape(n, 12)
+    dense = torch.zeros(3 * nv, 3 * nv, dtype=torch.float64)
+    dense.index_put_((dofs[:, :, None].expand(n, 12, 12), dofs[:, None, :].expand(n, 12, 12)),
+                     local.double(), accumulate=True)
+    M = ipc.assemble_hessian(local.to(device), stencils.to(device), nv)
+    assert M.is_coalesced() and M.shape == (3 * nv, 3 * nv) and M.dtype == dtype
+    C = M.cpu()
+    again = torch.sparse_coo_tensor(C.indices(), C.values(), C.shape, check_invariants=True).coalesce()
+    torch.testing.assert_close(C.indices(), again.indices())
+    tol = 1e-12 if dtype == torch.float64 else 1e-4
+    torch.testing.assert_close(C.to_dense().double(), dense, rtol=tol, atol=tol)
+    empty = ipc.assemble_hessian(local[:0].to(device), stencils[:0].to(device), nv)
+    assert empty.is_coalesced() and empty.values().numel() == 0
+
+
+def test_assemble_hessian_opcheck():
+    g = torch.Generator().manual_seed(4)
+    local = torch.randn((30, 12, 12), generator=g, dtype=torch.float64)
+    stencils = torch.randint(0, 20, (30, 4), generator=g)
+    torch.library.opcheck(torch.ops.contactnet.ipc_assemble_hessian, (local, stencils, 20))
+
+
 def test_float32_close_to_float64(device):
     V, F, E, body, dhat, cand = _scene(4, seed=8)
     d = lambda t: t.to(device)  # noqa: E731
