@@ -150,7 +150,6 @@ def _check_index_tensor(x, name: str, cols: int | None, bound: int, padded: bool
         raise ValueError(f"{name}: a padding row must be -1 in every column")
 
 
-
 def _check_index_layout(x, name: str, cols: int | None) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
