@@ -187,6 +187,31 @@ def test_distance_matches_fcl(lib64):
     assert checked > 20
 
 
+def test_distance_large_meshes_near_contact_matches_fcl():
+    """20k-triangle meshes 0.5 mm apart, where the best-first search's fixed heap overflows (and
+    the depth-first pass finishes from its distance): still the exact minimum."""
+    import fcl
+
+    from contactnet.ops.reference.mesh_cases import near_contact_poses
+    from contactnet.ops.reference.mesh_contacts import triangle_pairs_closest
+
+    meshes = [Mesh(*bumpy_sphere(5, 0.05, seed=1), name="a"), Mesh(*bumpy_sphere(5, 0.05, seed=2), name="b")]
+    lib = MeshLibrary(meshes, dtype=torch.float64)
+    q = 4
+    ia, ib = torch.zeros(q, dtype=torch.int64), torch.ones(q, dtype=torch.int64)
+    pa, pb = near_contact_poses(lib, ia, ib, 0.0005, seed=5)
+    got = mesh_distance(lib, ia, ib, pa, pb)
+    models = [_fcl_model(m) for m in meshes]
+    for k in range(q):
+        oa = fcl.CollisionObject(models[0], _fcl_tf(pa[k]))
+        ob = fcl.CollisionObject(models[1], _fcl_tf(pb[k]))
+        d = fcl.distance(oa, ob, fcl.DistanceRequest(), fcl.DistanceResult())
+        assert abs(float(got.distance[k]) - d) < 1e-12, (k, float(got.distance[k]), d)
+        ta = world(lib, 0, pa[k])[got.tri_a[k]]
+        tb = world(lib, 1, pb[k])[got.tri_b[k]]
+        assert abs(float(triangle_pairs_closest(ta[None], tb[None])[0][0]) - float(got.distance[k])) < 1e-12
+
+
 def test_collide_matches_fcl_and_containment(lib64):
     """Thousands of random pairs: ours == fcl surface collision OR warp winding-number
     containment (both independent libraries)."""
