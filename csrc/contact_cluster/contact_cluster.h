@@ -46,7 +46,8 @@ ClusterOut cluster_contacts_impl(const at::Tensor& points, const at::Tensor& nor
              out_source = at::empty({q, k}, opt.dtype(at::kLong)),
              out_counts = at::empty({q}, opt.dtype(at::kLong));
   at::Tensor sums = at::empty({n, 8}, opt), labels = at::empty({n}, opt.dtype(at::kInt)),
-             mind = at::empty({n}, opt), centroids = at::empty({q * k, 8}, opt);
+             mind = at::empty({n}, opt), lower = at::empty({n}, opt),
+             centroids = at::empty({q * k, kCentreStride}, opt);
   AT_DISPATCH_FLOATING_TYPES(points.scalar_type(), "cluster_contacts", [&] {
     launch(points, q,
            ClusterFunctor<scalar_t>{
@@ -54,7 +55,8 @@ ClusterOut cluster_contacts_impl(const at::Tensor& points, const at::Tensor& nor
                depths.data_ptr<scalar_t>(), offsets.data_ptr<int64_t>(), k,
                static_cast<scalar_t>(normal_weight), static_cast<scalar_t>(depth_weight),
                hierarchical_max, sums.data_ptr<scalar_t>(), labels.data_ptr<int32_t>(),
-               mind.data_ptr<scalar_t>(), centroids.data_ptr<scalar_t>(),
+               mind.data_ptr<scalar_t>(), lower.data_ptr<scalar_t>(),
+               centroids.data_ptr<scalar_t>(),
                out_points.data_ptr<scalar_t>(), out_normals.data_ptr<scalar_t>(),
                out_depths.data_ptr<scalar_t>(), out_source.data_ptr<int64_t>(),
                out_counts.data_ptr<int64_t>()});

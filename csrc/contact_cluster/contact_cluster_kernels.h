@@ -3,7 +3,8 @@
 // kept per query. Small sets use agglomerative (centroid-linkage) clustering, which the paper
 // found marginally stabler; large sets use k-means with a deterministic farthest-point
 // initialisation seeded at the deepest contact (no random noise injected into a simulation)
-// and at most k Lloyd iterations (the paper's s = k).
+// and at most k Lloyd iterations (the paper's s = k). The Lloyd assignments skip, by Hamerly's
+// bounds, the contacts whose nearest centre provably has not changed (see kmeans()).
 //
 // A cluster becomes one contact: mean position, normalised mean normal (the deepest member's
 // normal if the mean vanishes), the maximum depth of its members (so clustering never hides
@@ -11,11 +12,16 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "common/box.h"
 #include "common/vec3.h"
 
 namespace contactnet {
+
+// A k-means centre in the scratch: 7 features, how far its last update moved it, half its
+// distance to the nearest other centre, and its members' feature sum (7) and count.
+constexpr int kCentreStride = 17;
 
 template <typename T>
 struct ClusterFunctor {
@@ -26,11 +32,13 @@ struct ClusterFunctor {
   int64_t k;                // max clusters per query
   T wn, wp;                 // axis weights of the normal and the depth
   int64_t hierarchical_max; // sets of at most this size use agglomerative clustering
-  T* sums;                  // scratch (N, 8): feature sums and member count (per contact
-                            // when merging, per cluster in a query's first k rows in k-means)
+  T* sums;                  // scratch (N, 8): feature sums and member count per contact when
+                            // merging; each contact's features in k-means
   int32_t* labels;          // scratch (N,)
-  T* mind;                  // scratch (N,)
-  T* centroids;             // scratch (Q * k, 8)
+  T* mind;                  // scratch (N,): distance to the nearest centre, then Hamerly's upper
+                            // bound on the distance to the assigned centre
+  T* lower;                 // scratch (N,): Hamerly's lower bound on the distance to any other
+  T* centroids;             // scratch (Q * k, kCentreStride)
   T* out_points;            // (Q, k, 3)
   T* out_normals;           // (Q, k, 3)
   T* out_depths;            // (Q, k)
@@ -75,6 +83,177 @@ struct ClusterFunctor {
            len > T(0) ? (T(1) / len) * nsum : load3(normals + 3 * deepest));
     out_depths[o] = depth;
     out_source[o] = deepest;
+  }
+
+
+  // Nearest and second-nearest centre of feature f (ties to the lower index, as a plain scan).
+  CN_HD int32_t nearest(const T f[7], const T* cent, T& d2_best, T& d2_second) const {
+    int32_t best = 0;
+    d2_best = dist2(f, cent);
+    d2_second = T(INFINITY);
+    for (int64_t c = 1; c < k; ++c) {
+      const T d2 = dist2(f, cent + kCentreStride * c);
+      if (d2 < d2_best) {
+        d2_second = d2_best;
+        d2_best = d2;
+        best = static_cast<int32_t>(c);
+      } else if (d2 < d2_second) {
+        d2_second = d2;
+      }
+    }
+    return best;
+  }
+
+  // k-means of query q's n > k contacts (rows base ..): deterministic farthest-point
+  // initialisation, at most k Lloyd iterations; returns the clusters emitted.
+  //
+  // Each iteration assigns every contact its nearest centre, but a contact whose upper bound u on
+  // the distance to its centre a is below both its lower bound l on the distance to every other
+  // centre and half the distance from a to the nearest other centre keeps a without a scan
+  // (Hamerly, "Making k-means even faster", 2010): after a centre update, u grows by a's shift
+  // and l shrinks by the largest other shift. A contact is only skipped when the inequality
+  // holds with a margin `tol` above the rounding of the bounds (relative to the feature set's
+  // diameter), so every skipped contact's scan would have returned a as well: the labels, and
+  // hence the clusters, are those of the plain scan.
+  CN_HD int64_t kmeans(int64_t q, int64_t base, int64_t n) const {
+    T* cent = centroids + kCentreStride * q * k;
+    // Farthest-point initialisation from the deepest contact (lowest row on ties). The same
+    // passes track each contact's nearest centre (labels, ties to the lower index), its squared
+    // distance (mind) and a lower bound on the distance to every other centre (lower): the first
+    // Lloyd assignment, without a scan. A contact nearer than half-way to its nearest centre c_l
+    // from a new centre c skips c's distance, which is then at least d(c, c_l) / 2 > its own.
+    int64_t first = 0;
+    for (int64_t i = 1; i < n; ++i)
+      if (depths[base + i] > depths[base + first]) first = i;
+    feature(base + first, cent);
+    T lo[7], hi[7];
+    for (int d = 0; d < 7; ++d) lo[d] = hi[d] = cent[d];
+    int64_t far = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      T* f = sums + 8 * (base + i);  // computed once, read by every pass below
+      feature(base + i, f);
+      for (int d = 0; d < 7; ++d) {
+        lo[d] = min_(lo[d], f[d]);
+        hi[d] = max_(hi[d], f[d]);
+      }
+      mind[base + i] = dist2(f, cent);
+      if (mind[base + i] > mind[base + far]) far = i;
+      labels[base + i] = 0;
+      lower[base + i] = T(INFINITY);
+    }
+    T diameter2 = T(0);
+    for (int d = 0; d < 7; ++d) diameter2 += (hi[d] - lo[d]) * (hi[d] - lo[d]);
+    const T tol = sqrt(diameter2) * std::numeric_limits<T>::epsilon() * T(32) * T(k + 8);
+    for (int64_t c = 1; c < k; ++c) {
+      T* cc = cent + kCentreStride * c;
+      feature(base + far, cc);
+      // Per earlier centre j (slots 7, 8 are free until the first update): contacts of j with
+      // squared distance below slot 7 skip cc; slot 8 is their lower bound on d(f, cc).
+      for (int64_t j = 0; j < c; ++j) {
+        T* cj = cent + kCentreStride * j;
+        const T half = T(0.5) * (sqrt(dist2(cc, cj)) - tol);
+        cj[7] = half > T(0) ? half * half : T(-1);
+        cj[8] = half;
+      }
+      int64_t next = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t r = base + i;
+        const T* cl = cent + kCentreStride * labels[r];
+        if (mind[r] < cl[7]) {
+          lower[r] = min_(lower[r], cl[8]);
+        } else {
+          const T d2 = dist2(sums + 8 * r, cc);
+          if (d2 < mind[r]) {
+            lower[r] = min_(lower[r], sqrt(mind[r]));
+            mind[r] = d2;
+            labels[r] = static_cast<int32_t>(c);
+          } else {
+            lower[r] = min_(lower[r], sqrt(d2));
+          }
+        }
+        if (mind[r] > mind[base + next]) next = i;
+      }
+      far = next;
+    }
+
+    T* upper = mind;
+    for (int64_t i = 0; i < n; ++i) upper[base + i] = sqrt(upper[base + i]);
+    for (int64_t it = 0; it < k; ++it) {
+      bool changed = it == 0;  // the initialisation made the first assignment
+      // The two largest centre shifts of the last update (none before the first).
+      T shift1 = T(0), shift2 = T(0);
+      int64_t arg1 = -1;
+      if (it > 0) {
+        for (int64_t c = 0; c < k; ++c) {
+          const T s = cent[kCentreStride * c + 7];
+          if (s > shift1) {
+            shift2 = shift1;
+            shift1 = s;
+            arg1 = c;
+          } else if (s > shift2) {
+            shift2 = s;
+          }
+        }
+      }
+      for (int64_t i = 0; it > 0 && i < n; ++i) {
+        const int64_t r = base + i;
+        const T* f = sums + 8 * r;
+        const int32_t a = labels[r];
+        const T* ca = cent + kCentreStride * a;
+        upper[r] += ca[7];
+        lower[r] -= a == arg1 ? shift2 : shift1;
+        const T z = max_(lower[r], ca[8]);
+        if (upper[r] + tol < z) continue;
+        upper[r] = sqrt(dist2(f, ca));  // tighten, then test again
+        if (upper[r] + tol < z) continue;
+        T d2_best, d2_second;
+        const int32_t best = nearest(f, cent, d2_best, d2_second);
+        upper[r] = sqrt(d2_best);
+        lower[r] = sqrt(d2_second);
+        if (labels[r] != best) {
+          labels[r] = best;
+          changed = true;
+        }
+      }
+      if (!changed) break;
+      // One pass accumulating every cluster's feature sum and count in its centre's scratch
+      // row, allocation-free and device-generic. Each cluster's sum adds its members in row order.
+      for (int64_t c = 0; c < k; ++c)
+        for (int d = 9; d < kCentreStride; ++d) cent[kCentreStride * c + d] = T(0);
+      for (int64_t i = 0; i < n; ++i) {
+        const T* f = sums + 8 * (base + i);
+        T* a = cent + kCentreStride * labels[base + i] + 9;
+        for (int d = 0; d < 7; ++d) a[d] += f[d];
+        a[7] += T(1);
+      }
+      for (int64_t c = 0; c < k; ++c) {
+        T* cc = cent + kCentreStride * c;
+        const T* acc = cc + 9;
+        const T m = acc[7];
+        T moved2 = T(0);
+        if (m > T(0)) {  // an emptied cluster keeps its previous centre
+          for (int d = 0; d < 7; ++d) {
+            const T v = acc[d] / m;
+            moved2 += (v - cc[d]) * (v - cc[d]);
+            cc[d] = v;
+          }
+        }
+        cc[7] = sqrt(moved2);
+      }
+      for (int64_t c = 0; c < k; ++c) {
+        T gap2 = T(INFINITY);
+        for (int64_t e = 0; e < k; ++e)
+          if (e != c) gap2 = min_(gap2, dist2(cent + kCentreStride * c, cent + kCentreStride * e));
+        cent[kCentreStride * c + 8] = T(0.5) * sqrt(gap2);
+      }
+    }
+    int64_t count = 0;
+    for (int64_t c = 0; c < k; ++c) {
+      bool used = false;
+      for (int64_t i = 0; i < n && !used; ++i) used = labels[base + i] == c;
+      if (used) emit(q, count++, base, n, static_cast<int32_t>(c));
+    }
+    return count;
   }
 
   CN_HD void operator()(int64_t q) const {
@@ -125,73 +304,7 @@ struct ClusterFunctor {
       for (int64_t i = 0; i < n; ++i)
         if (labels[base + i] == i) emit(q, count++, base, n, static_cast<int32_t>(i));
     } else {
-      T* cent = centroids + 8 * q * k;
-      // Farthest-point initialisation from the deepest contact (lowest row on ties).
-      int64_t first = 0;
-      for (int64_t i = 1; i < n; ++i)
-        if (depths[base + i] > depths[base + first]) first = i;
-      feature(base + first, cent);
-      for (int64_t i = 0; i < n; ++i) {
-        T f[7];
-        feature(base + i, f);
-        mind[base + i] = dist2(f, cent);
-      }
-      for (int64_t c = 1; c < k; ++c) {
-        int64_t far = 0;
-        for (int64_t i = 1; i < n; ++i)
-          if (mind[base + i] > mind[base + far]) far = i;
-        feature(base + far, cent + 8 * c);
-        for (int64_t i = 0; i < n; ++i) {
-          T f[7];
-          feature(base + i, f);
-          mind[base + i] = min_(mind[base + i], dist2(f, cent + 8 * c));
-        }
-      }
-      for (int64_t i = 0; i < n; ++i) labels[base + i] = -1;
-      for (int64_t it = 0; it < k; ++it) {
-        bool changed = false;
-        for (int64_t i = 0; i < n; ++i) {
-          T f[7];
-          feature(base + i, f);
-          int32_t best = 0;
-          T bd = dist2(f, cent);
-          for (int64_t c = 1; c < k; ++c) {
-            const T d2 = dist2(f, cent + 8 * c);
-            if (d2 < bd) {
-              bd = d2;
-              best = static_cast<int32_t>(c);
-            }
-          }
-          if (labels[base + i] != best) {
-            labels[base + i] = best;
-            changed = true;
-          }
-        }
-        if (!changed) break;
-        for (int64_t c = 0; c < k; ++c) cent[8 * c + 7] = T(0);
-        // One pass accumulating every cluster's feature sum and count in the query's first k
-        // rows of `sums` (n > k here), allocation-free and device-generic. Each cluster's sum
-        // still adds its members in row order.
-        T* acc = sums + 8 * base;
-        for (int64_t c = 0; c < 8 * k; ++c) acc[c] = T(0);
-        for (int64_t i = 0; i < n; ++i) {
-          T f[7];
-          feature(base + i, f);
-          T* a = acc + 8 * labels[base + i];
-          for (int d = 0; d < 7; ++d) a[d] += f[d];
-          a[7] += T(1);
-        }
-        for (int64_t c = 0; c < k; ++c) {
-          const T m = acc[8 * c + 7];
-          if (m > T(0))  // an emptied cluster keeps its previous centre
-            for (int d = 0; d < 7; ++d) cent[8 * c + d] = acc[8 * c + d] / m;
-        }
-      }
-      for (int64_t c = 0; c < k; ++c) {
-        bool used = false;
-        for (int64_t i = 0; i < n && !used; ++i) used = labels[base + i] == c;
-        if (used) emit(q, count++, base, n, static_cast<int32_t>(c));
-      }
+      count = kmeans(q, base, n);
     }
     out_counts[q] = count;
     for (int64_t s = count; s < k; ++s) {

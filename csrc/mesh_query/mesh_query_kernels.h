@@ -226,6 +226,12 @@ struct MeshDistanceFunctor {
       for (int k = 0; k < 3; ++k) B[k] = apply(qf.f, B[k]);
       done = v.try_pair(A, B, hit.hit_a, hit.hit_b);
     }
+    // Best first, which finds the closest pair after the fewest node pairs; if its fixed-size
+    // heap overflowed, a depth-first pass finishes from the distance it found.
+    if (!done) {
+      bool complete = true;
+      done = best_first_traverse(qf.a, qf.b, qf.f, v, complete) || complete;
+    }
     if (!done) dual_traverse(qf.a, qf.b, qf.f, v);
     distance[q] = v.best;
     tri_a[q] = v.ta;

@@ -187,6 +187,31 @@ def test_distance_matches_fcl(lib64):
     assert checked > 20
 
 
+def test_distance_large_meshes_near_contact_matches_fcl():
+    """20k-triangle meshes 0.5 mm apart, where the best-first search's fixed heap overflows (and
+    the depth-first pass finishes from its distance): still the exact minimum."""
+    import fcl
+
+    from contactnet.ops.reference.mesh_cases import near_contact_poses
+    from contactnet.ops.reference.mesh_contacts import triangle_pairs_closest
+
+    meshes = [Mesh(*bumpy_sphere(5, 0.05, seed=1), name="a"), Mesh(*bumpy_sphere(5, 0.05, seed=2), name="b")]
+    lib = MeshLibrary(meshes, dtype=torch.float64)
+    q = 4
+    ia, ib = torch.zeros(q, dtype=torch.int64), torch.ones(q, dtype=torch.int64)
+    pa, pb = near_contact_poses(lib, ia, ib, 0.0005, seed=5)
+    got = mesh_distance(lib, ia, ib, pa, pb)
+    models = [_fcl_model(m) for m in meshes]
+    for k in range(q):
+        oa = fcl.CollisionObject(models[0], _fcl_tf(pa[k]))
+        ob = fcl.CollisionObject(models[1], _fcl_tf(pb[k]))
+        d = fcl.distance(oa, ob, fcl.DistanceRequest(), fcl.DistanceResult())
+        assert abs(float(got.distance[k]) - d) < 1e-12, (k, float(got.distance[k]), d)
+        ta = world(lib, 0, pa[k])[got.tri_a[k]]
+        tb = world(lib, 1, pb[k])[got.tri_b[k]]
+        assert abs(float(triangle_pairs_closest(ta[None], tb[None])[0][0]) - float(got.distance[k])) < 1e-12
+
+
 def test_collide_matches_fcl_and_containment(lib64):
     """Thousands of random pairs: ours == fcl surface collision OR warp winding-number
     containment (both independent libraries)."""
@@ -498,6 +523,71 @@ def test_clustering_kmeans_and_hierarchical_separate_blobs():
         for i in range(3):
             members = (pts - out.points[i]).norm(dim=1) < 0.2
             assert abs(float(out.depths[i]) - float(dep[members].max())) < 1e-12
+
+
+def _plain_kmeans_labels(feat: list, depths: list, k: int) -> list:
+    """k-means as documented in `cluster_contacts`, with a full scan of every centre for every
+    contact in every iteration: the oracle for the bound-accelerated kernel."""
+
+    def dist2(a, b):
+        return sum((x - y) ** 2 for x, y in zip(a, b))
+
+    n = len(feat)
+    first = max(range(n), key=lambda i: (depths[i], -i))
+    cent = [list(feat[first])]
+    mind = [dist2(f, cent[0]) for f in feat]
+    for _ in range(1, k):
+        far = max(range(n), key=lambda i: (mind[i], -i))
+        cent.append(list(feat[far]))
+        mind = [min(m, dist2(f, cent[-1])) for m, f in zip(mind, feat)]
+    labels = [-1] * n
+    for _ in range(k):
+        new = [min(range(k), key=lambda c: (dist2(f, cent[c]), c)) for f in feat]
+        if new == labels:
+            break
+        labels = new
+        for c in range(k):
+            members = [feat[i] for i in range(n) if labels[i] == c]
+            if members:
+                sums = [0.0] * 7
+                for f in members:
+                    sums = [s + x for s, x in zip(sums, f)]
+                cent[c] = [s / len(members) for s in sums]
+    return labels
+
+
+@pytest.mark.parametrize("k", [2, 5, 12])
+def test_kmeans_matches_plain_scan(k):
+    """The k-means kernel skips contacts by distance bounds; its clusters must be exactly those of
+    a full scan, on smooth (continuous) contact sets where boundaries keep moving."""
+    from contactnet.ops.mesh_query import Contacts
+
+    g = torch.Generator().manual_seed(k)
+    counts = [90, 150, 200]
+    n = sum(counts)
+    u = torch.rand(n, 2, generator=g, dtype=torch.float64)
+    pts = torch.stack([u[:, 0] * 0.05, u[:, 1] * 0.03, 0.002 * torch.sin(40 * u[:, 0])], 1) + 0.3
+    nrm = torch.nn.functional.normalize(torch.randn(n, 3, generator=g, dtype=torch.float64) * 0.2
+                                        + torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64), dim=1)  # fmt: skip
+    dep = torch.rand(n, generator=g, dtype=torch.float64) * 0.002
+    offsets = torch.tensor([0, *torch.tensor(counts).cumsum(0).tolist()])
+    z = torch.zeros(n, dtype=torch.float64)
+    c = Contacts(pts, nrm, dep, z, pts, pts, torch.arange(n), torch.arange(n), torch.zeros(n, dtype=torch.bool),
+                 torch.tensor(counts), offsets)  # fmt: skip
+    out = cluster_contacts(c, k, normal_weight=0.1, depth_weight=1.0)
+    for q in range(len(counts)):
+        r0, r1 = offsets[q].item(), offsets[q + 1].item()
+        feat = [[*pts[i].tolist(), *(0.1 * nrm[i]).tolist(), float(dep[i])] for i in range(r0, r1)]
+        labels = _plain_kmeans_labels(feat, dep[r0:r1].tolist(), k)
+        want_src, want_pts = [], []
+        for lab in sorted(set(labels)):
+            members = [i for i in range(r1 - r0) if labels[i] == lab]
+            deepest = max(members, key=lambda i: (float(dep[r0 + i]), -i))
+            want_src.append(r0 + deepest)
+            want_pts.append(pts[[r0 + i for i in members]].mean(0))
+        o0, o1 = out.offsets[q].item(), out.offsets[q + 1].item()
+        assert out.tri_a[o0:o1].tolist() == want_src
+        torch.testing.assert_close(out.points[o0:o1], torch.stack(want_pts), atol=1e-12, rtol=0)
 
 
 # ---- dtypes, devices, batches -----------------------------------------------------------------
