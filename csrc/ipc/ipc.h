@@ -167,6 +167,28 @@ struct launcher_shares_features : std::false_type {};
 template <typename L>
 struct launcher_shares_features<L, std::void_t<decltype(L::kSharesFeatures)>> : std::true_type {};
 
+// Boxes (n, 6) [lo, hi] of every vertex, face and edge, grown by `inflate`; with p1 (the
+// positions at t1) each box also covers the primitive's straight-line sweep from t0.
+template <typename T, typename Launch>
+std::tuple<at::Tensor, at::Tensor, at::Tensor> primitive_boxes(const at::Tensor& v0, const T* p1,
+                                                               const at::Tensor& faces,
+                                                               const at::Tensor& edges,
+                                                               double inflate, const Launch& launch) {
+  const T* p0 = v0.data_ptr<T>();
+  const auto fopt = v0.options();
+  at::Tensor vbox = at::empty({v0.size(0), 6}, fopt), fbox = at::empty({faces.size(0), 6}, fopt),
+             ebox = at::empty({edges.size(0), 6}, fopt);
+  launch(v0, v0.size(0),
+         PrimitiveBoxFunctor<T>{p0, p1, nullptr, 1, T(inflate), vbox.data_ptr<T>()});
+  launch(v0, faces.size(0),
+         PrimitiveBoxFunctor<T>{p0, p1, faces.data_ptr<int64_t>(), 3, T(inflate),
+                                fbox.data_ptr<T>()});
+  launch(v0, edges.size(0),
+         PrimitiveBoxFunctor<T>{p0, p1, edges.data_ptr<int64_t>(), 2, T(inflate),
+                                ebox.data_ptr<T>()});
+  return {vbox, fbox, ebox};
+}
+
 // Broad phase on a uniform grid (see GridFunctor): boxes of vertices, faces and edges; faces and
 // edges entered in the cells they overlap, sorted by cell; vertices query the face grid and edges
 // the edge grid; then count / exclusive-scan / fill passes (or one collecting pass on the host).
@@ -182,17 +204,9 @@ std::tuple<at::Tensor, at::Tensor> ipc_candidates_impl(
   AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_candidates", [&] {
     using T = scalar_t;
     const T* p0 = v0.data_ptr<T>();
-    const T* p1 = v1 ? v1->data_ptr<T>() : nullptr;
-    const auto fopt = v0.options();
-    at::Tensor vbox = at::empty({V, 6}, fopt), fbox = at::empty({F, 6}, fopt),
-               ebox = at::empty({E, 6}, fopt);
-    launch(v0, V, PrimitiveBoxFunctor<T>{p0, p1, nullptr, 1, T(inflate), vbox.data_ptr<T>()});
-    launch(v0, F,
-           PrimitiveBoxFunctor<T>{p0, p1, faces.data_ptr<int64_t>(), 3, T(inflate),
-                                  fbox.data_ptr<T>()});
-    launch(v0, E,
-           PrimitiveBoxFunctor<T>{p0, p1, edges.data_ptr<int64_t>(), 2, T(inflate),
-                                  ebox.data_ptr<T>()});
+    at::Tensor vbox, fbox, ebox;
+    std::tie(vbox, fbox, ebox) =
+        primitive_boxes<T>(v0, v1 ? v1->data_ptr<T>() : nullptr, faces, edges, inflate, launch);
 
     // Grid over all boxes. Cell size: the mean largest extent of the gridded boxes, so a typical
     // box covers a few cells; doubled while a few huge boxes (a ground plane, a long sweep) would

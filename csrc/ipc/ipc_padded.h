@@ -145,17 +145,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_candidates_padded_impl(
   AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_candidates_padded", [&] {
     using T = scalar_t;
     const T* p0 = v0.data_ptr<T>();
-    const T* p1 = v1 ? v1->data_ptr<T>() : nullptr;
-    const auto fopt = v0.options();
-    at::Tensor vbox = at::empty({V, 6}, fopt), fbox = at::empty({F, 6}, fopt),
-               ebox = at::empty({E, 6}, fopt);
-    launch(v0, V, PrimitiveBoxFunctor<T>{p0, p1, nullptr, 1, T(inflate), vbox.data_ptr<T>()});
-    launch(v0, F,
-           PrimitiveBoxFunctor<T>{p0, p1, faces.data_ptr<int64_t>(), 3, T(inflate),
-                                  fbox.data_ptr<T>()});
-    launch(v0, E,
-           PrimitiveBoxFunctor<T>{p0, p1, edges.data_ptr<int64_t>(), 2, T(inflate),
-                                  ebox.data_ptr<T>()});
+    at::Tensor vbox, fbox, ebox;
+    std::tie(vbox, fbox, ebox) =
+        primitive_boxes<T>(v0, v1 ? v1->data_ptr<T>() : nullptr, faces, edges, inflate, launch);
     vbox = mask_boxes(vbox, vertex_active);
     fbox = mask_boxes(fbox, face_active);
     ebox = mask_boxes(ebox, edge_active);
