@@ -76,6 +76,12 @@ struct ClusterFunctor {
       }
       ++members;
     }
+    write_cluster(q, slot, x, nsum, members, depth, deepest);
+  }
+  // Writes cluster `slot` of query q from its members' point and normal sums, count, maximum
+  // depth and deepest row.
+  CN_HD void write_cluster(int64_t q, int64_t slot, const Vec3<T>& x, const Vec3<T>& nsum,
+                           int64_t members, T depth, int64_t deepest) const {
     const int64_t o = q * k + slot;
     store3(out_points + 3 * o, (T(1) / T(members)) * x);
     const T len = norm(nsum);
@@ -195,37 +201,39 @@ struct ClusterFunctor {
           }
         }
       }
-      for (int64_t i = 0; it > 0 && i < n; ++i) {
-        const int64_t r = base + i;
-        const T* f = sums + 8 * r;
-        const int32_t a = labels[r];
-        const T* ca = cent + kCentreStride * a;
-        upper[r] += ca[7];
-        lower[r] -= a == arg1 ? shift2 : shift1;
-        const T z = max_(lower[r], ca[8]);
-        if (upper[r] + tol < z) continue;
-        upper[r] = sqrt(dist2(f, ca));  // tighten, then test again
-        if (upper[r] + tol < z) continue;
-        T d2_best, d2_second;
-        const int32_t best = nearest(f, cent, d2_best, d2_second);
-        upper[r] = sqrt(d2_best);
-        lower[r] = sqrt(d2_second);
-        if (labels[r] != best) {
-          labels[r] = best;
-          changed = true;
-        }
-      }
-      if (!changed) break;
-      // One pass accumulating every cluster's feature sum and count in its centre's scratch
-      // row, allocation-free and device-generic. Each cluster's sum adds its members in row order.
+      // The assignment pass also accumulates every cluster's feature sum and count in its
+      // centre's scratch row (allocation-free and device-generic; each cluster's sum adds its
+      // members in row order), so the contacts are streamed once per iteration.
       for (int64_t c = 0; c < k; ++c)
         for (int d = 9; d < kCentreStride; ++d) cent[kCentreStride * c + d] = T(0);
       for (int64_t i = 0; i < n; ++i) {
-        const T* f = sums + 8 * (base + i);
-        T* a = cent + kCentreStride * labels[base + i] + 9;
-        for (int d = 0; d < 7; ++d) a[d] += f[d];
-        a[7] += T(1);
+        const int64_t r = base + i;
+        const T* f = sums + 8 * r;
+        if (it > 0) {
+          const int32_t a = labels[r];
+          const T* ca = cent + kCentreStride * a;
+          upper[r] += ca[7];
+          lower[r] -= a == arg1 ? shift2 : shift1;
+          const T z = max_(lower[r], ca[8]);
+          if (!(upper[r] + tol < z)) {
+            upper[r] = sqrt(dist2(f, ca));  // tighten, then test again
+            if (!(upper[r] + tol < z)) {
+              T d2_best, d2_second;
+              const int32_t best = nearest(f, cent, d2_best, d2_second);
+              upper[r] = sqrt(d2_best);
+              lower[r] = sqrt(d2_second);
+              if (labels[r] != best) {
+                labels[r] = best;
+                changed = true;
+              }
+            }
+          }
+        }
+        T* acc = cent + kCentreStride * labels[r] + 9;
+        for (int d = 0; d < 7; ++d) acc[d] += f[d];
+        acc[7] += T(1);
       }
+      if (!changed) break;
       for (int64_t c = 0; c < k; ++c) {
         T* cc = cent + kCentreStride * c;
         const T* acc = cc + 9;
@@ -247,11 +255,38 @@ struct ClusterFunctor {
         cent[kCentreStride * c + 8] = T(0.5) * sqrt(gap2);
       }
     }
+    // Every cluster in one pass over the contacts (emit() per cluster would take k passes),
+    // adding the members in row order as emit() does, into the centre rows, whose features are
+    // no longer needed: point sum (0-2), normal sum (3-5), maximum depth (6), and the deepest
+    // member's index and the member count as exact (high, low) pairs in base 2^20 (7-8, 9-10),
+    // exact in float32 too.
+    const T digit = T(1 << 20);
+    for (int64_t c = 0; c < k; ++c)
+      for (int d = 0; d < 11; ++d) cent[kCentreStride * c + d] = T(0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = base + i;
+      T* a = cent + kCentreStride * labels[r];
+      for (int d = 0; d < 3; ++d) a[d] += points[3 * r + d];
+      for (int d = 0; d < 3; ++d) a[3 + d] += normals[3 * r + d];
+      if ((a[9] == T(0) && a[10] == T(0)) || depths[r] > a[6]) {
+        a[6] = depths[r];
+        a[7] = T(i >> 20);
+        a[8] = T(i & ((1 << 20) - 1));
+      }
+      a[10] += T(1);
+      if (a[10] == digit) {
+        a[10] = T(0);
+        a[9] += T(1);
+      }
+    }
     int64_t count = 0;
     for (int64_t c = 0; c < k; ++c) {
-      bool used = false;
-      for (int64_t i = 0; i < n && !used; ++i) used = labels[base + i] == c;
-      if (used) emit(q, count++, base, n, static_cast<int32_t>(c));
+      const T* a = cent + kCentreStride * c;
+      const int64_t members = (static_cast<int64_t>(a[9]) << 20) + static_cast<int64_t>(a[10]);
+      if (members == 0) continue;
+      const int64_t deepest = (static_cast<int64_t>(a[7]) << 20) + static_cast<int64_t>(a[8]);
+      write_cluster(q, count++, make_vec3(a[0], a[1], a[2]), make_vec3(a[3], a[4], a[5]),
+                    members, a[6], base + deepest);
     }
     return count;
   }
