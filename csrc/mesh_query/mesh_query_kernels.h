@@ -227,11 +227,16 @@ struct MeshDistanceFunctor {
       done = v.try_pair(A, B, hit.hit_a, hit.hit_b);
     }
     // Best first, which finds the closest pair after the fewest node pairs; if its fixed-size
-    // heap overflowed, a depth-first pass finishes from the distance it found.
+    // heap overflowed, a depth-first pass finishes from the distance it found. Host only: on a
+    // GPU the 16 KB heap would be per-thread local memory for every resident thread, so a
+    // device thread runs the depth-first pass alone (same distance and points; the triangle ids
+    // may differ only between triangles tied at the minimum).
+#ifndef __CUDA_ARCH__
     if (!done) {
       bool complete = true;
       done = best_first_traverse(qf.a, qf.b, qf.f, v, complete) || complete;
     }
+#endif
     if (!done) dual_traverse(qf.a, qf.b, qf.f, v);
     distance[q] = v.best;
     tri_a[q] = v.ta;
