@@ -348,19 +348,23 @@ class Stepper:
                                                 reach, **masks)
         self._pending_overflow |= found.overflow
         self._step_overflow |= found.overflow
-        env = self.vertex_env
         fv, ee = found.candidates
         # Padding rows index -1 (the last element): harmless to gather, masked here.
-        fv_ok = (fv[:, 0] >= 0) & (env[fv[:, 0]] == env[self.faces[fv[:, 1], 0]])
-        ee_ok = (ee[:, 0] >= 0) & (env[self.edges[ee[:, 0], 0]] == env[self.edges[ee[:, 1], 0]])
+        fv_ok, ee_ok = self._same_env_masks(fv, ee)
+        fv_ok &= fv[:, 0] >= 0
+        ee_ok &= ee[:, 0] >= 0
         return ipc.Candidates(torch.where(fv_ok[:, None], fv, -1), torch.where(ee_ok[:, None], ee, -1))
 
-    def _same_env(self, c: ipc.Candidates) -> ipc.Candidates:
+    def _same_env_masks(self, fv: torch.Tensor, ee: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Which face–vertex / edge–edge pairs join primitives of one environment."""
         env = self.vertex_env
+        return (env[fv[:, 0]] == env[self.faces[fv[:, 1], 0]],
+                env[self.edges[ee[:, 0], 0]] == env[self.edges[ee[:, 1], 0]])
+
+    def _same_env(self, c: ipc.Candidates) -> ipc.Candidates:
         fv, ee = c
-        fv = fv[env[fv[:, 0]] == env[self.faces[fv[:, 1], 0]]]
-        ee = ee[env[self.edges[ee[:, 0], 0]] == env[self.edges[ee[:, 1], 0]]]
-        return ipc.Candidates(fv.contiguous(), ee.contiguous())
+        fv_ok, ee_ok = self._same_env_masks(fv, ee)
+        return ipc.Candidates(fv[fv_ok].contiguous(), ee[ee_ok].contiguous())
 
     def _candidate_env(self, stencils: torch.Tensor) -> torch.Tensor:
         return self.vertex_env[stencils[:, 0]]
