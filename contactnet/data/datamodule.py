@@ -14,7 +14,13 @@ queries. A batch stacks B groups:
 Training groups get rotation augmentation: each object's shape is rotated by its own random R
 (points, normals and mesh box) and re-centred on its new AABB centre, and the inverse transform
 is composed into its poses, so the occupied space — and the exact label — is unchanged.
+`augment` picks R: "so3" (uniform over all rotations, the paper's choice), "cube" (one of the 24
+rotations that map the box's axes onto axes: the embedding grid stays as tight as at test time,
+where objects keep their own frames; a general R loosens it) or "none".
 """
+
+import itertools
+
 
 from pathlib import Path
 
@@ -25,15 +31,31 @@ from torch.utils.data import DataLoader, Dataset
 
 from contactnet.data.dataset import load_manifest, read_shard
 from contactnet.data.objects import load_object_set
-from contactnet.geometry.poses import compose_poses, quaternion_to_matrix
+from contactnet.geometry.poses import compose_poses, matrix_to_quaternion, quaternion_to_matrix
 
 SPLITS = ("train", "val", "test_known", "test_unknown")
+AUGMENTATIONS = ("so3", "cube", "none")
+
+
+def _cube_rotations() -> torch.Tensor:
+    """(24, 4) quaternions of the rotations that permute the coordinate axes (with signs)."""
+    mats = [torch.diag(torch.tensor(signs, dtype=torch.float32))[list(perm)]
+            for perm in itertools.permutations(range(3)) for signs in itertools.product((1.0, -1.0), repeat=3)]
+    return matrix_to_quaternion(torch.stack([m for m in mats if torch.det(m) > 0]))
+
+
+def _augmentation(augment: bool | str) -> str:
+    if isinstance(augment, bool):
+        return "so3" if augment else "none"
+    if augment not in AUGMENTATIONS:
+        raise ValueError(f"augment: expected one of {AUGMENTATIONS} (or a bool), got {augment!r}")
+    return augment
 
 
 class PairGroups(Dataset):
     """The object-pair groups of one split (memory-mapped shards)."""
 
-    def __init__(self, root: str | Path, objects, augment: bool = False, seed: int = 0,
+    def __init__(self, root: str | Path, objects, augment: bool | str = False, seed: int = 0,
                  allowed_objects: set[int] | None = None):
         self.manifest = load_manifest(root)
         spec = self.manifest["spec"]
@@ -46,7 +68,8 @@ class PairGroups(Dataset):
                       or {int(shard["ids_a"][g * self.group]), int(shard["ids_b"][g * self.group])} <= allowed_objects]
         self.objects = objects
         self.vertices = [torch.as_tensor(v, dtype=torch.float32) for v in objects.vertices]
-        self.augment = augment
+        self.augment = _augmentation(augment) != "none"
+        self.rotations = _cube_rotations() if _augmentation(augment) == "cube" else None
         self.seed = seed
         self.epoch = 0  # set by the DataModule so augmentation differs per epoch yet is reproducible
 
@@ -61,8 +84,11 @@ class PairGroups(Dataset):
 
     def _augment(self, obj: int, poses: torch.Tensor, generator: torch.Generator):
         """Rotate object `obj` by a random R, re-centre it, and compose the inverse into `poses`."""
-        q = torch.randn(4, generator=generator)
-        q = q / q.norm()
+        if self.rotations is None:
+            q = torch.randn(4, generator=generator)
+            q = q / q.norm()
+        else:
+            q = self.rotations[torch.randint(len(self.rotations), (), generator=generator)]
         R = quaternion_to_matrix(q)
         vertices = self.vertices[obj] @ R.T
         centre = (vertices.min(0).values + vertices.max(0).values) / 2
@@ -101,15 +127,16 @@ class PairGroups(Dataset):
 class PairDataModule(L.LightningDataModule):
     """Train / val / test_known / test_unknown loaders over a generated dataset folder."""
 
-    def __init__(self, root: str, groups_per_batch: int = 8, num_workers: int = 0, augment: bool = True,
+    def __init__(self, root: str, groups_per_batch: int = 8, num_workers: int = 0, augment: bool | str = "so3",
                  seed: int = 0, train_objects: int | None = None):
-        """train_objects: train only on pairs among the first N known objects (data efficiency)."""
+        """augment: the training rotations, "so3", "cube" or "none" (True / False mean "so3" / "none").
+        train_objects: train only on pairs among the first N known objects (data efficiency)."""
         super().__init__()
         self.train_objects = train_objects
         self.root = Path(root)
         self.groups_per_batch = groups_per_batch
         self.num_workers = num_workers
-        self.augment = augment
+        self.augment = _augmentation(augment)
         self.seed = seed
         self.datasets: dict[str, PairGroups] = {}
 
@@ -128,7 +155,7 @@ class PairDataModule(L.LightningDataModule):
                 raise ValueError(f"train_objects: expected 1..{len(known)} (known objects), got {self.train_objects}")
             allowed = set(known[: self.train_objects])
         for split in SPLITS:
-            self.datasets[split] = PairGroups(self.root / split, objects, augment=self.augment and split == "train",
+            self.datasets[split] = PairGroups(self.root / split, objects, augment=self.augment if split == "train" else "none",
                                               seed=self.seed, allowed_objects=allowed if split == "train" else None)
         if len(self.datasets["train"]) == 0:
             raise ValueError(f"train_objects: no training pair uses only the first {self.train_objects} objects")

@@ -64,7 +64,8 @@ def split_objects(objects: ObjectSet, unknown_families) -> dict[str, list[int]]:
 def split_spec(data: DictConfig, name: str, object_ids: list[int]) -> DatasetSpec:
     split = data.splits[name]
     band = data.positive_rate_band.manipulated if split.manipulate else data.positive_rate_band.uniform
-    pairs = PairSpec(poses_per_pair=split.poses_per_pair, manipulate=split.manipulate, **data.pairs)
+    pairs = PairSpec(poses_per_pair=split.poses_per_pair, manipulate=split.manipulate,
+                     uniform_fraction=split.get("uniform_fraction", 0.0), **data.pairs)
     return DatasetSpec(object_ids=object_ids, pairs_per_shard=split.pairs_per_shard,
                        num_shards=split.num_shards, seed=derive_seed(data.seed, name), pairs=pairs,
                        positive_rate_band=tuple(band))

@@ -41,6 +41,8 @@ __all__ = ["PairSpec", "label_pairs", "manipulate", "random_quaternions", "sampl
 class PairSpec:
     poses_per_pair: int = 1000  # poses per object pair (the paper's 1000), stored contiguously
     manipulate: bool = True  # True: distance-manipulated (training); False: uniform (test)
+    # With manipulate: this fraction of the rows gets uniform poses instead (see sample_pairs).
+    uniform_fraction: float = 0.0
     sigma: float = 0.02  # metres, std of the target signed gap s
     box_size: float = 1.0  # metres, side of the box A's position is drawn in
     dhat: float = 0.01  # metres, barrier activation distance
@@ -52,6 +54,8 @@ class PairSpec:
                 raise ValueError(f"{name}: expected > 0, got {getattr(self, name)}")
         if self.poses_per_pair <= 0:
             raise ValueError(f"poses_per_pair: expected > 0, got {self.poses_per_pair}")
+        if not 0 <= self.uniform_fraction <= 1:
+            raise ValueError(f"uniform_fraction: expected a fraction in [0, 1], got {self.uniform_fraction}")
 
 
 def random_quaternions(n: int, generator: torch.Generator, dtype=torch.float64) -> torch.Tensor:
@@ -107,11 +111,27 @@ def sample_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spe
     u points from B towards A; s is NaN where no gap was imposed (uniform pairs, and the rare
     manipulated pair whose initial poses already overlapped). Drawn with the CPU `generator`,
     returned on the library's device.
+
+    With `spec.uniform_fraction` > 0 a random fraction of manipulated rows takes uniform poses
+    instead: approaching along the minimum-distance direction rarely reaches the interlocked
+    configurations (one object in another's hollow, boxes overlapping) that uniform poses are full
+    of, so a model trained on manipulated pairs alone misjudges them.
     """
     ids_a, ids_b = ids_a.cpu(), ids_b.cpu()
-    if spec.manipulate:
-        poses_a, poses_b, s = start_poses(lib, ids_a, ids_b, spec, generator)
-        return (poses_a, *manipulate(lib, ids_a, ids_b, poses_a, poses_b, s))
+    if not spec.manipulate:
+        return _on_library_device(lib, *_uniform_poses(lib, ids_a, ids_b, spec, generator))
+    poses_a, poses_b, s = start_poses(lib, ids_a, ids_b, spec, generator)
+    out = (poses_a, *manipulate(lib, ids_a, ids_b, poses_a, poses_b, s))
+    if spec.uniform_fraction > 0:
+        uniform = _on_library_device(lib, *_uniform_poses(lib, ids_a, ids_b, spec, generator))
+        pick = (torch.rand(len(ids_a), generator=generator) < spec.uniform_fraction).to(lib.device)
+        out = tuple(torch.where(pick.view(-1, *[1] * (m.dim() - 1)), u, m) for u, m in zip(uniform, out))
+    return out
+
+
+def _uniform_poses(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spec: PairSpec,
+                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """sample_pairs' uniform poses, on the CPU."""
     q, dtype = ids_a.shape[0], lib.dtype
     rot_a = random_quaternions(q, generator, dtype)
     rot_b = random_quaternions(q, generator, dtype)
@@ -131,8 +151,7 @@ def sample_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spe
         todo &= ~ok
     u = pos_a - pos_b
     u = u / u.norm(dim=1, keepdim=True).clamp_min(1e-12)
-    return _on_library_device(lib, torch.cat([pos_a, rot_a], 1), torch.cat([pos_b, rot_b], 1), u,
-                              torch.full((q,), float("nan"), dtype=dtype))
+    return torch.cat([pos_a, rot_a], 1), torch.cat([pos_b, rot_b], 1), u, torch.full((q,), float("nan"), dtype=dtype)
 
 
 def label_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, poses_a: torch.Tensor,

@@ -49,10 +49,14 @@ def collision_metrics(prefix: str = "") -> MetricCollection:
 
 class CollisionModule(L.LightningModule):
     def __init__(self, net: CollisionNet, optimizer: Callable, alpha: float = 0.5,
-                 hard_negative_fraction: float = 0.0, net_config: dict | None = None):
+                 hard_negative_fraction: float = 0.0, net_config: dict | None = None,
+                 scheduler: Callable | None = None):
+        """optimizer: params -> torch optimiser; scheduler (optional): optimiser -> an LR scheduler
+        stepped once per epoch."""
         super().__init__()
         self.net = net
         self.optimizer_factory = optimizer
+        self.scheduler_factory = scheduler
         self.alpha = alpha
         self.hard_negative_fraction = hard_negative_fraction
         # A plain-dict description of `net` so checkpoints load without unpickling code.
@@ -96,7 +100,10 @@ class CollisionModule(L.LightningModule):
             metrics.reset()
 
     def configure_optimizers(self):
-        return self.optimizer_factory(self.parameters())
+        optimizer = self.optimizer_factory(self.parameters())
+        if self.scheduler_factory is None:
+            return optimizer
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.scheduler_factory(optimizer), "interval": "epoch"}}
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["contactnet_net_config"] = self.net_config

@@ -40,9 +40,10 @@ def test_batches_group_poses_by_object_pair(dataset):
     assert len(dm.test_dataloader()) == 2
 
 
-def test_augmentation_keeps_world_geometry_and_labels(dataset):
+@pytest.mark.parametrize("augment", [True, "cube"])
+def test_augmentation_keeps_world_geometry_and_labels(dataset, augment):
     plain = PairDataModule(str(dataset), augment=False)
-    aug = PairDataModule(str(dataset), augment=True, seed=3)
+    aug = PairDataModule(str(dataset), augment=augment, seed=3)
     plain.setup()
     aug.setup()
     objects = load_object_set(dataset / "objects")
@@ -53,9 +54,14 @@ def test_augmentation_keeps_world_geometry_and_labels(dataset):
             world_old = transform_points(x[f"poses_{side}"][:, None].double(), x[f"points_{side}"].double())
             world_new = transform_points(y[f"poses_{side}"][:, None].double(), y[f"points_{side}"].double())
             torch.testing.assert_close(world_new, world_old, atol=1e-5, rtol=0)
-            assert not torch.allclose(y[f"points_{side}"], x[f"points_{side}"])
             # The augmented frame keeps the convention: origin at the centre of the mesh's AABB.
             torch.testing.assert_close(y[f"aabb_{side}"].sum(0), torch.zeros(3), atol=1e-5, rtol=0)
+            extent_old = (x[f"aabb_{side}"][1] - x[f"aabb_{side}"][0]).sort().values
+            extent_new = (y[f"aabb_{side}"][1] - y[f"aabb_{side}"][0]).sort().values
+            if augment == "cube":  # axes map onto axes: the box is as tight as before
+                torch.testing.assert_close(extent_new, extent_old, atol=1e-5, rtol=0)
+            else:
+                assert not torch.allclose(y[f"points_{side}"], x[f"points_{side}"])
         # The exact label of the augmented query equals the stored one.
         ia, ib = int(x["ids_a"]), int(x["ids_b"])
         lib = MeshLibrary([_moved_mesh(objects, ia, x, y, "a"), _moved_mesh(objects, ib, x, y, "b")], dtype=torch.float64)
@@ -84,6 +90,33 @@ def test_augmentation_is_reproducible_and_changes_per_epoch(dataset):
     assert not torch.allclose(ds[0]["points_a"], first)
     # Validation and test sets are never augmented.
     assert not dm.datasets["val"].augment and not dm.datasets["test_unknown"].augment
+
+
+def test_cube_augmentation_draws_the_24_axis_rotations(dataset):
+    from contactnet.data.datamodule import _cube_rotations
+    from contactnet.geometry.poses import quaternion_to_matrix
+
+    mats = quaternion_to_matrix(_cube_rotations()).round()
+    assert len({tuple(m.flatten().tolist()) for m in mats}) == 24
+    assert (mats.abs().sum(-1) == 1).all() and (torch.linalg.det(mats) == 1).all()
+    plain = PairDataModule(str(dataset), augment=False)
+    cube = PairDataModule(str(dataset), augment="cube", seed=0)
+    plain.setup()
+    cube.setup()
+    seen = set()
+    for cube.datasets["train"].epoch in range(8):
+        for index in range(len(plain.datasets["train"])):
+            x, y = plain.datasets["train"][index], cube.datasets["train"][index]
+            # normals_new = normals_old R^T: the drawn R, which must be one of the 24.
+            r = torch.linalg.lstsq(x["normals_a"].double(), y["normals_a"].double()).solution.T
+            assert (r - r.round()).abs().max() < 1e-4
+            seen.add(tuple(r.round().flatten().tolist()))
+    assert seen <= {tuple(m.flatten().tolist()) for m in mats} and len(seen) > 12
+
+
+def test_bad_augmentation_is_a_clear_error(dataset):
+    with pytest.raises(ValueError, match="augment: expected one of"):
+        PairDataModule(str(dataset), augment="random")
 
 
 def test_missing_dataset_is_a_clear_error(tmp_path):

@@ -1,6 +1,8 @@
 """Sharded datasets: determinism, resume after an interrupted run, separate-process shards,
 the class-balance guard."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -55,6 +57,25 @@ def test_generate_resume_and_manifest(lib, tmp_path):
     (tmp_path / ".shard_00001.stale").mkdir()
     assert generate_shards(lib, spec, tmp_path, progress=False) == [1]
     assert _bytes(tmp_path, 1) == before
+
+
+def test_resume_refuses_a_changed_config(lib, tmp_path):
+    spec = _spec(num_shards=2)
+    generate_shards(lib, spec, tmp_path, shards=[0], progress=False)
+    changed = _spec(num_shards=2, pairs=PairSpec(poses_per_pair=20, uniform_fraction=0.5))
+    with pytest.raises(ValueError, match=r"out_dir: .* different config \(differs in \['pairs'\]\)"):
+        generate_shards(lib, changed, tmp_path, progress=False)
+    assert generate_shards(lib, spec, tmp_path, progress=False) == [1]  # the same config resumes
+    # A folder from before spec.json existed is checked against its manifest; a spec missing the
+    # newer fields counts as their defaults.
+    write_manifest(tmp_path, spec)
+    (tmp_path / "spec.json").unlink()
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    del manifest["spec"]["pairs"]["uniform_fraction"]
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert generate_shards(lib, _spec(num_shards=2), tmp_path, progress=False) == []
+    with pytest.raises(ValueError, match="different config"):
+        generate_shards(lib, _spec(num_shards=2, seed=8), tmp_path, progress=False)
 
 
 def test_shards_made_separately_equal_one_run(lib, tmp_path):

@@ -8,7 +8,8 @@ from contactnet.data.pairs import PairSpec, label_pairs, sample_pairs
 from contactnet.data.procedural import FAMILIES, make_object
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.geometry.poses import compose_poses, quaternion_to_matrix
-from contactnet.ops import mesh_collide
+from contactnet.geometry.boxes import boxes_overlap
+from contactnet.ops import mesh_collide, mesh_distance
 from tests.data.independent_labeller import FclLabeller
 
 FAMILY_SUBSET = ["mug", "bowl", "ring", "u_bracket", "hook", "gear_prism", "comb", "egad_like"]
@@ -110,7 +111,26 @@ def test_exact_label_is_invariant_under_rotation_augmentation(lib):
     assert (mesh_collide(rotated, ids_a, ids_b, pa2, pb2) == label).all()
 
 
+def test_uniform_fraction_mixes_uniform_rows_into_manipulated_ones(lib):
+    ids_a, ids_b, pa, pb, u, s = _queries(lib, 400, PairSpec(uniform_fraction=0.5), seed=11)
+    uniform = s.isnan()  # no imposed gap (and the rare manipulated start that already overlapped)
+    assert 0.35 < uniform.float().mean() < 0.65
+    # The uniform rows follow the uniform sampler's rule: the oriented boxes overlap.
+    boxes = torch.stack([lib[i].bounds() for i in range(len(lib))])
+    assert boxes_overlap(boxes[ids_a], boxes[ids_b], pa, pb)[uniform].all()
+    # The manipulated rows got their imposed gap (other features may come closer: see above).
+    gap = mesh_distance(lib, ids_a[~uniform], ids_b[~uniform], pa[~uniform], pb[~uniform]).distance
+    apart = s[~uniform] > 1e-3
+    assert (gap[apart] <= s[~uniform][apart] + 1e-9).all()
+    assert ((gap[apart] - s[~uniform][apart]).abs() < 1e-9).float().mean() > 0.8
+    # Fraction 0 draws exactly what it drew before the option existed.
+    for x, y in zip(_queries(lib, 50, PairSpec(uniform_fraction=0.0), seed=9), _queries(lib, 50, PairSpec(), seed=9)):
+        torch.testing.assert_close(x, y, equal_nan=True)
+
+
 def test_bad_spec():
+    with pytest.raises(ValueError, match="uniform_fraction"):
+        PairSpec(uniform_fraction=1.5)
     with pytest.raises(ValueError, match="sigma"):
         PairSpec(sigma=0)
     with pytest.raises(ValueError, match="poses_per_pair"):
