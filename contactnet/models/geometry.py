@@ -3,6 +3,7 @@
 import torch
 
 from contactnet.geometry.poses import compose_poses, invert_poses, quaternion_to_matrix
+from contactnet.ops.locc_crop import locc_crop
 
 
 def relative_pose_features(pose_a: torch.Tensor, pose_b: torch.Tensor) -> torch.Tensor:
@@ -41,32 +42,25 @@ def local_crop(aabb: torch.Tensor, grid: int, pose: torch.Tensor, pose_other: to
     the kept cells' mean centre in units of the other box (..., 3) ([-1, 1] inside it; 0 when no
     cell is kept) and the kept fraction (..., 1). Leading dimensions broadcast.
 
-    The same numbers as the per-cell definition, computed separably: a cell centre is
-    lo + (i, j, k)-steps along the object's own axes, so its position in the other frame is a sum
-    of three per-axis terms, and the weighted mean centre follows from the mask's three marginals.
-    This keeps the hot path at one (..., 3, M, M, M) tensor instead of several (..., M³, 3) ones.
+    The masks come from the fused `contactnet.ops.locc_crop` (no gradient: they are piecewise
+    constant); the mean centre is moved into the other frame here, so it stays differentiable in
+    the poses.
     """
-    m = grid
-    lo, size = aabb[..., 0, :], aabb[..., 1, :] - aabb[..., 0, :]
-    steps = (torch.arange(m, device=aabb.device, dtype=aabb.dtype) + 0.5) / m
-    axis = lo[..., :, None] + size[..., :, None] * steps  # (..., 3, M) cell-centre coordinates
-    half_diag = 0.5 * (size / m).norm(dim=-1)
     to_box = compose_poses(invert_poses(pose_other), pose)  # own frame -> other's frame
     rotation = quaternion_to_matrix(to_box[..., 3:])
     other_lo, other_hi = aabb_other[..., 0, :], aabb_other[..., 1, :]
     offset = to_box[..., :3] - 0.5 * (other_lo + other_hi)  # relative to the other box's centre
-    per_axis = rotation[..., :, :, None] * axis[..., None, :, :]  # (..., 3 out, 3 own axes, M)
-    local = (offset[..., :, None, None, None] + per_axis[..., :, 0, :, None, None]
-             + per_axis[..., :, 1, None, :, None] + per_axis[..., :, 2, None, None, :])
+    half_diag = 0.5 * ((aabb[..., 1, :] - aabb[..., 0, :]) / grid).norm(dim=-1)
     reach = 0.5 * (other_hi - other_lo) + half_diag[..., None]
-    mask = (local.abs() <= reach[..., :, None, None, None]).all(-4)  # (..., M, M, M)
-    count = mask.sum((-1, -2, -3), keepdim=True).to(aabb.dtype)
-    weights = mask.to(aabb.dtype) / count.clamp_min(1)
-    count = count.flatten(-3)  # (..., 1)
-    total = (count > 0).to(aabb.dtype)  # sum of the weights
-    mean_own = torch.stack([(weights.sum((-1, -2)) * axis[..., 0, :]).sum(-1),
-                            (weights.sum((-1, -3)) * axis[..., 1, :]).sum(-1),
-                            (weights.sum((-2, -3)) * axis[..., 2, :]).sum(-1)], -1)
-    mean_local = torch.einsum("...ij,...j->...i", rotation, mean_own) + offset * total
+    shape = torch.broadcast_shapes(aabb.shape[:-2], rotation.shape[:-2], aabb_other.shape[:-2])
+    dtype = torch.promote_types(aabb.dtype, rotation.dtype)
+
+    def flat(x: torch.Tensor, *tail: int) -> torch.Tensor:
+        return x.detach().to(dtype).expand(*shape, *tail).reshape(-1, *tail).contiguous()
+
+    crop = locc_crop(flat(aabb, 2, 3), flat(rotation, 3, 3), flat(offset, 3), flat(reach, 3), grid)
+    count = crop.count.view(*shape, 1)
+    mean_local = (torch.einsum("...ij,...j->...i", rotation, crop.mean_own.view(*shape, 3))
+                  + offset * (count > 0).to(dtype))
     where = 2 * mean_local / (other_hi - other_lo).clamp_min(1e-6)
-    return weights.flatten(-3), where, count / m**3
+    return crop.weights.view(*shape, grid**3), where, count / grid**3

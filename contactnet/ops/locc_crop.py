@@ -1,0 +1,49 @@
+"""LOCC's local crop as one fused op: which of an object's M³ embedding cells may overlap the
+other object's box, with their mean centre and count, for Q queries in one pass.
+
+The pure-torch reference (`contactnet.ops.reference.locc_crop`) builds the same masks from a
+handful of (Q, 3, M, M, M) tensors; on a CPU that costs several times the collision head itself.
+Outputs are piecewise constant in the poses, so they carry no gradient (the model's pose-dependent
+features are formed from `rotation` and `offset` in torch, see `contactnet.models.geometry`).
+"""
+
+from typing import NamedTuple
+
+import torch
+
+from contactnet._extension import load_extension
+from contactnet.ops._checks import check_float_tensor, check_same_batch
+
+load_extension()
+
+_ops = torch.ops.contactnet
+MAX_GRID = 16  # csrc/locc_crop/locc_crop_kernels.h: kCropMaxGrid
+
+
+class Crop(NamedTuple):
+    weights: torch.Tensor  # (Q, M³) 1 / count on kept cells (x-major order), else 0
+    mean_own: torch.Tensor  # (Q, 3) mean kept-cell centre in the own frame; 0 when none is kept
+    count: torch.Tensor  # (Q,) number of kept cells, as the input dtype
+
+
+def locc_crop(aabb: torch.Tensor, rotation: torch.Tensor, offset: torch.Tensor, reach: torch.Tensor,
+              grid: int) -> Crop:
+    """Cells of an M³ grid over each query's own box `aabb` (Q, 2, 3) whose centres, moved into the
+    other box's frame by `rotation` (Q, 3, 3) and `offset` (Q, 3) (own origin there, relative to
+    the other box's centre), lie within `reach` (Q, 3) of that centre on every axis (the other
+    box's half-size grown by the cell half-diagonal). float32/float64, one device, contiguous."""
+    check_float_tensor(aabb, "aabb", (None, 2, 3))
+    q = aabb.shape[0]
+    check_float_tensor(rotation, "rotation", (q, 3, 3))
+    check_float_tensor(offset, "offset", (q, 3))
+    check_float_tensor(reach, "reach", (q, 3))
+    check_same_batch({"aabb": aabb, "rotation": rotation, "offset": offset, "reach": reach})
+    if not isinstance(grid, int) or not 2 <= grid <= MAX_GRID:
+        raise ValueError(f"grid: expected an int in [2, {MAX_GRID}], got {grid!r}")
+    return Crop(*_ops.locc_crop(aabb, rotation, offset, reach, grid))
+
+
+@torch.library.register_fake("contactnet::locc_crop")
+def _(aabb, rotation, offset, reach, grid):
+    q = aabb.shape[0]
+    return aabb.new_empty((q, grid**3)), aabb.new_empty((q, 3)), aabb.new_empty((q,))
