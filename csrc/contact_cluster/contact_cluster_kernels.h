@@ -25,8 +25,10 @@
 namespace contactnet {
 
 // A k-means centre in the scratch: 7 features, how far its last update moved it, half its
-// distance to the nearest other centre, and its members' feature sum (7) and count.
-constexpr int kCentreStride = 17;
+// distance to the nearest other centre, and its members' feature sum (7) and count during Lloyd,
+// then its output cluster's accumulators (11, see add_member()).
+constexpr int kCentreStride = 20;
+constexpr int kAccumulators = 9;  // first slot of the Lloyd sums and the output accumulators
 
 template <typename T>
 struct ClusterFunctor {
@@ -97,6 +99,26 @@ struct ClusterFunctor {
     out_source[o] = deepest;
   }
 
+
+  // Adds contact i (row base + i) to the output accumulators `a` of its cluster, in row order as
+  // emit() does: point sum (0-2), normal sum (3-5), maximum depth (6), and the deepest member's
+  // index and the member count as exact (high, low) pairs in base 2^20 (7-8, 9-10), exact in
+  // float32 too.
+  CN_HD void add_member(T* a, int64_t base, int64_t i) const {
+    const int64_t r = base + i;
+    for (int d = 0; d < 3; ++d) a[d] += points[3 * r + d];
+    for (int d = 0; d < 3; ++d) a[3 + d] += normals[3 * r + d];
+    if ((a[9] == T(0) && a[10] == T(0)) || depths[r] > a[6]) {
+      a[6] = depths[r];
+      a[7] = T(i >> 20);
+      a[8] = T(i & ((1 << 20) - 1));
+    }
+    a[10] += T(1);
+    if (a[10] == T(1 << 20)) {
+      a[10] = T(0);
+      a[9] += T(1);
+    }
+  }
 
   // Nearest and second-nearest centre of feature f (ties to the lower index, as a plain scan).
   CN_HD int32_t nearest(const T f[7], const T* cent, T& d2_best, T& d2_second) const {
@@ -216,7 +238,7 @@ struct ClusterFunctor {
       // centre's scratch row (allocation-free and device-generic; each cluster's sum adds its
       // members in row order), so the contacts are streamed once per iteration.
       for (int64_t c = 0; c < k; ++c)
-        for (int d = 9; d < kCentreStride; ++d) cent[kCentreStride * c + d] = T(0);
+        for (int d = kAccumulators; d < kAccumulators + 8; ++d) cent[kCentreStride * c + d] = T(0);
       for (int64_t i = 0; i < m; ++i) {
         const int64_t r = base + i;
         const T* f = sums + 8 * r;
@@ -240,14 +262,14 @@ struct ClusterFunctor {
             }
           }
         }
-        T* acc = cent + kCentreStride * labels[r] + 9;
+        T* acc = cent + kCentreStride * labels[r] + kAccumulators;
         for (int d = 0; d < 7; ++d) acc[d] += f[d];
         acc[7] += T(1);
       }
       if (!changed) break;
       for (int64_t c = 0; c < k; ++c) {
         T* cc = cent + kCentreStride * c;
-        const T* acc = cc + 9;
+        const T* acc = cc + kAccumulators;
         const T m = acc[7];
         T moved2 = T(0);
         if (m > T(0)) {  // an emptied cluster keeps its previous centre
@@ -266,41 +288,63 @@ struct ClusterFunctor {
         cent[kCentreStride * c + 8] = T(0.5) * sqrt(gap2);
       }
     }
-    // Every contact joins its nearest final centre. Contacts come in traversal order, so a
-    // contact's centre is most often its predecessor's, g: a centre e with d(g, e) / 2 above
-    // d(f, g) is strictly farther from f than g (triangle inequality; Elkan, "Using the triangle
-    // inequality to accelerate k-means", 2003), so only g's neighbours up to that reach are
-    // scanned, nearest first, with margins above the rounding and ties to the lower index: the
-    // labels of a plain scan. Each centre's other centres, sorted by half distance, live in the
-    // contacts' scratch, free by now, when it has room (k^2 <= n; else every contact scans).
-    if (m < n) {
-      const T eps = std::numeric_limits<T>::epsilon();
-      const bool pruned = k * k <= n;
-      T* half = lower + base;  // (k, k - 1): half distances from centre g, ascending
-      T* order = mind + base;  // (k, k - 1): the centres they belong to
-      for (int64_t g = 0; pruned && g < k; ++g) {
-        int64_t len = 0;
-        for (int64_t e = 0; e < k; ++e) {
-          if (e == g) continue;
-          const T h = T(0.5) * sqrt(dist2(cent + kCentreStride * g, cent + kCentreStride * e));
-          int64_t t = len++;
-          for (; t > 0 && half[g * (k - 1) + t - 1] > h; --t) {
-            half[g * (k - 1) + t] = half[g * (k - 1) + t - 1];
-            order[g * (k - 1) + t] = order[g * (k - 1) + t - 1];
-          }
-          half[g * (k - 1) + t] = h;
-          order[g * (k - 1) + t] = T(e);
+    // Every cluster is accumulated in one pass over the contacts (emit() per cluster would take
+    // k passes), into the centre rows' accumulators.
+    for (int64_t c = 0; c < k; ++c)
+      for (int d = kAccumulators; d < kCentreStride; ++d) cent[kCentreStride * c + d] = T(0);
+    if (m == n) {
+      for (int64_t i = 0; i < n; ++i)
+        add_member(cent + kCentreStride * labels[base + i] + kAccumulators, base, i);
+    } else {
+      assign_all(cent, base, n, tol);
+    }
+    int64_t count = 0;
+    for (int64_t c = 0; c < k; ++c) {
+      const T* a = cent + kCentreStride * c + kAccumulators;
+      const int64_t members = (static_cast<int64_t>(a[9]) << 20) + static_cast<int64_t>(a[10]);
+      if (members == 0) continue;
+      const int64_t deepest = (static_cast<int64_t>(a[7]) << 20) + static_cast<int64_t>(a[8]);
+      write_cluster(q, count++, make_vec3(a[0], a[1], a[2]), make_vec3(a[3], a[4], a[5]),
+                    members, a[6], base + deepest);
+    }
+    return count;
+  }
+
+  // Every contact of a query (rows base .. base + n) joins its nearest final centre, straight
+  // into that cluster's accumulators. Contacts come in traversal order, so a contact's centre is
+  // most often its predecessor's, g: a centre e with d(g, e) / 2 above d(f, g) is strictly
+  // farther from f than g (triangle inequality; Elkan, "Using the triangle inequality to
+  // accelerate k-means", 2003), so only g's neighbours up to that reach are scanned, nearest
+  // first, with margins above the rounding and ties to the lower index: the labels of a plain
+  // scan. Each centre's other centres, sorted by half distance, live in the contacts' scratch,
+  // free by now, when it has room (k^2 <= n; else every contact scans).
+  CN_HD void assign_all(T* cent, int64_t base, int64_t n, T tol) const {
+    const T eps = std::numeric_limits<T>::epsilon();
+    const bool pruned = k * k <= n;
+    T* half = lower + base;  // (k, k - 1): half distances from centre g, ascending
+    T* order = mind + base;  // (k, k - 1): the centres they belong to
+    for (int64_t g = 0; pruned && g < k; ++g) {
+      int64_t len = 0;
+      for (int64_t e = 0; e < k; ++e) {
+        if (e == g) continue;
+        const T h = T(0.5) * sqrt(dist2(cent + kCentreStride * g, cent + kCentreStride * e));
+        int64_t t = len++;
+        for (; t > 0 && half[g * (k - 1) + t - 1] > h; --t) {
+          half[g * (k - 1) + t] = half[g * (k - 1) + t - 1];
+          order[g * (k - 1) + t] = order[g * (k - 1) + t - 1];
         }
+        half[g * (k - 1) + t] = h;
+        order[g * (k - 1) + t] = T(e);
       }
-      int32_t g = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        T f[7];
-        feature(base + i, f);
-        if (!pruned) {
-          T d2_best, d2_second;
-          labels[base + i] = nearest(f, cent, d2_best, d2_second);
-          continue;
-        }
+    }
+    int32_t g = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      T f[7];
+      feature(base + i, f);
+      if (!pruned) {
+        T d2_best, d2_second;
+        g = nearest(f, cent, d2_best, d2_second);
+      } else {
         T d2_best = dist2(f, cent + kCentreStride * g);
         const T dg = sqrt(d2_best);
         // Centres whose half distance to g exceeds this are skipped.
@@ -317,43 +361,9 @@ struct ClusterFunctor {
           }
         }
         g = best;
-        labels[base + i] = g;
       }
+      add_member(cent + kCentreStride * g + kAccumulators, base, i);
     }
-    // Every cluster in one pass over the contacts (emit() per cluster would take k passes),
-    // adding the members in row order as emit() does, into the centre rows, whose features are
-    // no longer needed: point sum (0-2), normal sum (3-5), maximum depth (6), and the deepest
-    // member's index and the member count as exact (high, low) pairs in base 2^20 (7-8, 9-10),
-    // exact in float32 too.
-    const T digit = T(1 << 20);
-    for (int64_t c = 0; c < k; ++c)
-      for (int d = 0; d < 11; ++d) cent[kCentreStride * c + d] = T(0);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t r = base + i;
-      T* a = cent + kCentreStride * labels[r];
-      for (int d = 0; d < 3; ++d) a[d] += points[3 * r + d];
-      for (int d = 0; d < 3; ++d) a[3 + d] += normals[3 * r + d];
-      if ((a[9] == T(0) && a[10] == T(0)) || depths[r] > a[6]) {
-        a[6] = depths[r];
-        a[7] = T(i >> 20);
-        a[8] = T(i & ((1 << 20) - 1));
-      }
-      a[10] += T(1);
-      if (a[10] == digit) {
-        a[10] = T(0);
-        a[9] += T(1);
-      }
-    }
-    int64_t count = 0;
-    for (int64_t c = 0; c < k; ++c) {
-      const T* a = cent + kCentreStride * c;
-      const int64_t members = (static_cast<int64_t>(a[9]) << 20) + static_cast<int64_t>(a[10]);
-      if (members == 0) continue;
-      const int64_t deepest = (static_cast<int64_t>(a[7]) << 20) + static_cast<int64_t>(a[8]);
-      write_cluster(q, count++, make_vec3(a[0], a[1], a[2]), make_vec3(a[3], a[4], a[5]),
-                    members, a[6], base + deepest);
-    }
-    return count;
   }
 
   CN_HD void operator()(int64_t q) const {
