@@ -672,6 +672,33 @@ def test_batch_matches_single_queries(lib64):
         assert float(d1.distance[0]) == float(dist.distance[k])
 
 
+def test_contact_collection_paths_agree():
+    """The CPU op collects contacts into growable columns: with one task for all queries they
+    become the outputs as they are (columns past 2 MB in their own growing mapping), with several
+    tasks they are copied into place. Both must give the rows of single-query calls, in order."""
+    big = MeshLibrary([Mesh(*bumpy_sphere(5, 0.05, seed=1)), Mesh(*bumpy_sphere(5, 0.05, seed=2))])
+    q = 2
+    ia, ib = torch.zeros(q, dtype=torch.int64), torch.ones(q, dtype=torch.int64)
+    pa, pb = near_contact_poses(big, ia, ib, 0.0005, seed=5)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one_task = blem_contacts(big, ia, ib, pa, pb, 0.004, 0.004)
+        torch.set_num_threads(2)
+        tasks = blem_contacts(big, ia, ib, pa, pb, 0.004, 0.004)
+    finally:
+        torch.set_num_threads(threads)
+    assert int(one_task.counts.max()) * 24 > 2 << 20  # a points column past 2 MB: mapped
+    for a, b in zip(one_task, tasks):
+        assert torch.equal(a, b)
+    for k in range(q):
+        single = blem_contacts(big, ia[k : k + 1], ib[k : k + 1], pa[k : k + 1], pb[k : k + 1], 0.004, 0.004)
+        r0, r1 = one_task.offsets[k : k + 2].tolist()
+        for name in ("points", "normals", "depths", "distances", "points_a", "points_b", "tri_a", "tri_b",
+                     "intersecting"):  # fmt: skip
+            assert torch.equal(getattr(one_task, name)[r0:r1], getattr(single, name)), name
+
+
 def test_per_query_radii(lib64):
     pa, pb = pair_poses("touching", 2)
     r_a = torch.tensor([0.001, 0.004], dtype=torch.float64)
