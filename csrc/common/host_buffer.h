@@ -72,10 +72,18 @@ class HostBuffer {
     capacity_ = bytes;
   }
 
-  // Hands the memory to a CPU tensor of `sizes` and `options` (its first bytes), leaving this
-  // buffer empty.
-  at::Tensor into_tensor(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  // Hands the memory to a CPU tensor of `sizes` and `options` (its first `used` bytes), leaving
+  // this buffer empty. A mapping is first cut back to the pages in use, so the tensor holds no
+  // spare capacity.
+  at::Tensor into_tensor(at::IntArrayRef sizes, const at::TensorOptions& options, size_t used) {
     if (data_ == nullptr) reserve(1, 0);  // a valid pointer even for an empty tensor
+#if defined(__linux__)
+    const size_t pages = round_up(used > 0 ? used : 1, kPage);
+    if (mapped_ && pages < capacity_ && mremap(data_, capacity_, pages, 0) != MAP_FAILED)
+      capacity_ = pages;  // shrinking in place; on failure the tensor keeps the whole mapping
+#else
+    (void)used;
+#endif
     char* p = std::exchange(data_, nullptr);
     const size_t cap = std::exchange(capacity_, 0);
     const bool mapped = std::exchange(mapped_, false);
@@ -87,6 +95,7 @@ class HostBuffer {
  private:
   static constexpr size_t kMapBytes = size_t(1) << 21;
   static constexpr size_t kHugePage = size_t(1) << 21;
+  static constexpr size_t kPage = size_t(1) << 12;
   static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
   static void release_memory(char* p, size_t cap, bool mapped) {
     if (p == nullptr) return;

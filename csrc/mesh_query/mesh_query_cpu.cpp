@@ -61,11 +61,12 @@ struct ColumnSink {
   }
   BlemTensors into_tensors(const at::TensorOptions& opt) {
     const auto lng = opt.dtype(at::kLong);
-    return {columns[0].into_tensor({rows, 3}, opt), columns[1].into_tensor({rows, 3}, opt),
-            columns[2].into_tensor({rows}, opt),    columns[3].into_tensor({rows}, opt),
-            columns[4].into_tensor({rows, 3}, opt), columns[5].into_tensor({rows, 3}, opt),
-            columns[6].into_tensor({rows}, lng),    columns[7].into_tensor({rows}, lng),
-            columns[8].into_tensor({rows}, opt.dtype(at::kBool))};
+    const auto column = [&](int c, at::IntArrayRef sizes, const at::TensorOptions& o) {
+      return columns[c].into_tensor(sizes, o, size_t(rows) * kRowBytes[c]);
+    };
+    return {column(0, {rows, 3}, opt), column(1, {rows, 3}, opt), column(2, {rows}, opt),
+            column(3, {rows}, opt),    column(4, {rows, 3}, opt), column(5, {rows, 3}, opt),
+            column(6, {rows}, lng),    column(7, {rows}, lng),    column(8, {rows}, opt.dtype(at::kBool))};
   }
 };
 
