@@ -40,6 +40,9 @@ __all__ = [
 WINDING_BETA = 2.0
 # Contact sets of at most this size are clustered hierarchically, larger ones by k-means.
 HIERARCHICAL_MAX = 64
+# k-means runs its Lloyd iterations on a stride sample of at most this many contacts per cluster,
+# then assigns every contact to its nearest centre once.
+KMEANS_SAMPLES_PER_CLUSTER = 64
 
 
 class MeshDistance(NamedTuple):
@@ -205,24 +208,37 @@ def blem_contacts(lib: MeshLibrary, ids_a, ids_b, poses_a: torch.Tensor, poses_b
 
 
 def cluster_contacts(contacts: Contacts, max_contacts: int, normal_weight: float = 0.1,
-                     depth_weight: float = 1.0) -> Contacts:  # fmt: skip
+                     depth_weight: float = 1.0, kmeans_sample: int | None = None) -> Contacts:  # fmt: skip
     """Reduce each query's contacts to at most `max_contacts` clusters (BLEM §3.4).
 
     Each contact is a 7-D point (x, normal_weight * n, depth_weight * depth), with
     normal_weight in metres per unit normal (Klampt's default 0.1). Sets of at most 64 contacts
-    use agglomerative centroid-linkage clustering; larger sets k-means, initialised
-    deterministically by farthest-point sampling from the deepest contact, for at most k Lloyd
-    iterations. A cluster's contact has the members' mean point, normalised mean normal and
-    maximum depth; its other fields (distances, points_a/b, triangle ids, intersecting) are those
-    of its deepest member. Queries with at most k contacts pass through unchanged.
+    use agglomerative centroid-linkage clustering; larger sets (N contacts) k-means: Lloyd
+    iterations (at most k, until no label changes) on the stride sample of
+    m = min(N, kmeans_sample) contacts (rows i * N // m, i < m), initialised deterministically by
+    farthest-point sampling from the deepest of all N contacts; then, when m < N, every contact
+    joins its nearest centre (ties to the lower index). kmeans_sample: int >= k, default
+    64 * k (KMEANS_SAMPLES_PER_CLUSTER); >= N runs Lloyd on all contacts. The sample costs
+    O(k^2 m + k N) instead of O(k^2 N); on the benchmark contact sets (3k-4M contacts, k = 4..32)
+    the summed squared 7-D distance of the contacts to their nearest output contact stays within
+    -3% .. +8% of Lloyd on all contacts (itself unconverged after k iterations). A cluster's
+    contact has the members' mean point, normalised mean normal and maximum depth; its other
+    fields (distances, points_a/b, triangle ids, intersecting) are those of its deepest member.
+    Queries with at most k contacts pass through unchanged.
     """
     if not isinstance(contacts, Contacts):
         raise TypeError(f"contacts: expected Contacts, got {type(contacts).__name__}")
     if isinstance(max_contacts, bool) or not isinstance(max_contacts, int) or max_contacts < 1:
         raise ValueError(f"max_contacts: expected an int >= 1, got {max_contacts!r}")
+    if kmeans_sample is None:
+        kmeans_sample = KMEANS_SAMPLES_PER_CLUSTER * max_contacts
+    if (isinstance(kmeans_sample, bool) or not isinstance(kmeans_sample, int)
+            or kmeans_sample < max_contacts):  # fmt: skip
+        raise ValueError(f"kmeans_sample: expected an int >= max_contacts ({max_contacts}), got "
+                         f"{kmeans_sample!r}")  # fmt: skip
     pts, nrm, dep, src, counts = _ops.cluster_contacts(
         contacts.points, contacts.normals, contacts.depths, contacts.offsets, max_contacts,
-        float(normal_weight), float(depth_weight), HIERARCHICAL_MAX,
+        float(normal_weight), float(depth_weight), HIERARCHICAL_MAX, kmeans_sample,
     )  # fmt: skip
     valid = torch.arange(max_contacts, device=counts.device)[None, :] < counts[:, None]
     src = src[valid]
@@ -293,7 +309,7 @@ def _(tris, tri_ids, obbs, children, dipoles, node_offsets, face_offsets, ids_a,
 
 @torch.library.register_fake("contactnet::cluster_contacts")
 def _(points, normals, depths, offsets, max_contacts, normal_weight, depth_weight,
-      hierarchical_max):  # fmt: skip
+      hierarchical_max, kmeans_sample):  # fmt: skip
     q = offsets.shape[0] - 1
     k = max_contacts
     return (

@@ -2,12 +2,14 @@
 //
 // contactnet::cluster_contacts(Tensor points, Tensor normals, Tensor depths, Tensor offsets,
 //                              int max_contacts, float normal_weight, float depth_weight,
-//                              int hierarchical_max)
+//                              int hierarchical_max, int kmeans_sample)
 //     points (N, 3), normals (N, 3), depths (N,) float32/float64: packed contacts; query q owns
 //     rows offsets[q] .. offsets[q+1) of offsets (Q + 1,) int64
 //  -> points (Q, k, 3), normals (Q, k, 3), depths (Q, k): padded clusters (zeros past count)
 //     source (Q, k) int64: row of each cluster's deepest member (-1 past count)
 //     counts (Q,) int64: clusters of each query, min(k, its contacts) unless k-means empties one
+//     Sets of at most hierarchical_max contacts are merged agglomeratively, larger ones by
+//     k-means whose Lloyd iterations run on a stride sample of kmeans_sample (>= k) contacts.
 #pragma once
 
 #include <tuple>
@@ -27,7 +29,8 @@ template <typename Launch>
 ClusterOut cluster_contacts_impl(const at::Tensor& points, const at::Tensor& normals,
                                  const at::Tensor& depths, const at::Tensor& offsets,
                                  int64_t max_contacts, double normal_weight, double depth_weight,
-                                 int64_t hierarchical_max, const Launch& launch) {
+                                 int64_t hierarchical_max, int64_t kmeans_sample,
+                                 const Launch& launch) {
   check_float_input(points, "points", {-1, 3});
   check_float_input(normals, "normals", {points.size(0), 3});
   check_float_input(depths, "depths", {points.size(0)});
@@ -39,6 +42,8 @@ ClusterOut cluster_contacts_impl(const at::Tensor& points, const at::Tensor& nor
   TORCH_CHECK(offsets.size(0) >= 1, "offsets: expected Q + 1 >= 1 entries");
   TORCH_CHECK(max_contacts >= 1, "max_contacts: expected >= 1, got ", max_contacts);
   TORCH_CHECK(max_contacts < (int64_t(1) << 31), "max_contacts: too large");
+  TORCH_CHECK(kmeans_sample >= max_contacts, "kmeans_sample: expected >= max_contacts (",
+              max_contacts, "), got ", kmeans_sample);
   const int64_t q = offsets.size(0) - 1, n = points.size(0), k = max_contacts;
   const auto opt = points.options();
   at::Tensor out_points = at::empty({q, k, 3}, opt), out_normals = at::empty({q, k, 3}, opt),
@@ -54,7 +59,7 @@ ClusterOut cluster_contacts_impl(const at::Tensor& points, const at::Tensor& nor
                points.data_ptr<scalar_t>(), normals.data_ptr<scalar_t>(),
                depths.data_ptr<scalar_t>(), offsets.data_ptr<int64_t>(), k,
                static_cast<scalar_t>(normal_weight), static_cast<scalar_t>(depth_weight),
-               hierarchical_max, sums.data_ptr<scalar_t>(), labels.data_ptr<int32_t>(),
+               hierarchical_max, kmeans_sample, sums.data_ptr<scalar_t>(), labels.data_ptr<int32_t>(),
                mind.data_ptr<scalar_t>(), lower.data_ptr<scalar_t>(),
                centroids.data_ptr<scalar_t>(),
                out_points.data_ptr<scalar_t>(), out_normals.data_ptr<scalar_t>(),

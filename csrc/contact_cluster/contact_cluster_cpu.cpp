@@ -11,9 +11,9 @@ constexpr CpuLauncher kClusterLaunch{1};
 ClusterOut cluster_contacts_cpu(const at::Tensor& points, const at::Tensor& normals,
                                 const at::Tensor& depths, const at::Tensor& offsets,
                                 int64_t max_contacts, double normal_weight, double depth_weight,
-                                int64_t hierarchical_max) {
+                                int64_t hierarchical_max, int64_t kmeans_sample) {
   return cluster_contacts_impl(points, normals, depths, offsets, max_contacts, normal_weight,
-                               depth_weight, hierarchical_max, kClusterLaunch);
+                               depth_weight, hierarchical_max, kmeans_sample, kClusterLaunch);
 }
 
 }  // namespace
@@ -21,7 +21,8 @@ ClusterOut cluster_contacts_cpu(const at::Tensor& points, const at::Tensor& norm
 TORCH_LIBRARY_FRAGMENT(contactnet, m) {
   m.def(
       "cluster_contacts(Tensor points, Tensor normals, Tensor depths, Tensor offsets, "
-      "int max_contacts, float normal_weight, float depth_weight, int hierarchical_max) -> "
+      "int max_contacts, float normal_weight, float depth_weight, int hierarchical_max, "
+      "int kmeans_sample) -> "
       "(Tensor points, Tensor normals, Tensor depths, Tensor source, Tensor counts)");
 }
 

@@ -10,9 +10,9 @@ namespace {
 ClusterOut cluster_contacts_cuda(const at::Tensor& points, const at::Tensor& normals,
                                  const at::Tensor& depths, const at::Tensor& offsets,
                                  int64_t max_contacts, double normal_weight, double depth_weight,
-                                 int64_t hierarchical_max) {
+                                 int64_t hierarchical_max, int64_t kmeans_sample) {
   return cluster_contacts_impl(points, normals, depths, offsets, max_contacts, normal_weight,
-                               depth_weight, hierarchical_max, CudaLauncher{});
+                               depth_weight, hierarchical_max, kmeans_sample, CudaLauncher{});
 }
 
 }  // namespace

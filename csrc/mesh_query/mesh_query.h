@@ -24,6 +24,7 @@
 #pragma once
 
 #include <tuple>
+#include <utility>
 
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
@@ -178,6 +179,13 @@ inline void check_blem_inputs(const BvhTensors& b, const at::Tensor& r_a, const 
 struct BlemTensors {
   at::Tensor points, normals, depths, distances, points_a, points_b, tri_a, tri_b, intersecting;
 
+  BlemTensors(at::Tensor points, at::Tensor normals, at::Tensor depths, at::Tensor distances,
+              at::Tensor points_a, at::Tensor points_b, at::Tensor tri_a, at::Tensor tri_b,
+              at::Tensor intersecting)
+      : points(std::move(points)), normals(std::move(normals)), depths(std::move(depths)),
+        distances(std::move(distances)), points_a(std::move(points_a)),
+        points_b(std::move(points_b)), tri_a(std::move(tri_a)), tri_b(std::move(tri_b)),
+        intersecting(std::move(intersecting)) {}
   BlemTensors(int64_t n, const at::TensorOptions& opt)
       : points(at::empty({n, 3}, opt)), normals(at::empty({n, 3}, opt)),
         depths(at::empty({n}, opt)), distances(at::empty({n}, opt)),

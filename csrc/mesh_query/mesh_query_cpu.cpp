@@ -1,8 +1,11 @@
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include "common/host_buffer.h"
 #include "common/launch_cpu.h"
 #include "mesh_query/mesh_query.h"
 
@@ -18,13 +21,53 @@ MeshDistanceOut mesh_distance_cpu(CN_BVH_ARGS, double upper_bound) {
 at::Tensor mesh_collide_cpu(CN_BVH_ARGS, double winding_threshold, double beta) {
   return mesh_collide_impl(CN_BVH_PASS, winding_threshold, beta, kQueryLaunch);
 }
-// Collects each query's contacts in its own vector in one traversal (the device path needs a
-// counting traversal first), then packs them.
+// Collects the contacts of a run of queries, in order, in one traversal each (the device path
+// needs a counting traversal first), straight into growable output columns (common/host_buffer.h):
+// when one task ran every query, they become the output tensors without a copy.
 template <typename T>
-struct VectorSink {
+struct ColumnSink {
   static constexpr bool kStores = true;
-  std::vector<WorldContact<T>>* rows;
-  void emit(int64_t, const WorldContact<T>& c) { rows->push_back(c); }
+  // points, normals, depths, distances, points_a, points_b, tri_a, tri_b, intersecting
+  static constexpr int kColumns = 9;
+  static constexpr size_t kRowBytes[kColumns] = {3 * sizeof(T), 3 * sizeof(T), sizeof(T),
+                                                 sizeof(T),     3 * sizeof(T), 3 * sizeof(T),
+                                                 sizeof(int64_t), sizeof(int64_t), sizeof(bool)};
+  HostBuffer columns[kColumns];
+  ContactOut<T> out{};
+  int64_t rows = 0, capacity = 0;
+
+  void grow() {
+    capacity = capacity == 0 ? 1024 : 2 * capacity;
+    for (int c = 0; c < kColumns; ++c)
+      columns[c].reserve(size_t(capacity) * kRowBytes[c], size_t(rows) * kRowBytes[c]);
+    out = {reinterpret_cast<T*>(columns[0].data()),       reinterpret_cast<T*>(columns[1].data()),
+           reinterpret_cast<T*>(columns[2].data()),       reinterpret_cast<T*>(columns[3].data()),
+           reinterpret_cast<T*>(columns[4].data()),       reinterpret_cast<T*>(columns[5].data()),
+           reinterpret_cast<int64_t*>(columns[6].data()), reinterpret_cast<int64_t*>(columns[7].data()),
+           reinterpret_cast<bool*>(columns[8].data())};
+  }
+  void emit(int64_t, const WorldContact<T>& c) {
+    if (rows == capacity) grow();
+    out.store(rows++, c);
+  }
+  // Copies rows 0 .. rows into `dst` from row `first` on.
+  void copy_to(const ContactOut<T>& dst, int64_t first) const {
+    void* to[kColumns] = {dst.points, dst.normals, dst.depths, dst.distances, dst.points_a,
+                          dst.points_b, dst.tri_a, dst.tri_b, dst.intersecting};
+    for (int c = 0; c < kColumns; ++c)
+      if (rows > 0)
+        std::memcpy(static_cast<char*>(to[c]) + size_t(first) * kRowBytes[c], columns[c].data(),
+                    size_t(rows) * kRowBytes[c]);
+  }
+  BlemTensors into_tensors(const at::TensorOptions& opt) {
+    const auto lng = opt.dtype(at::kLong);
+    const auto column = [&](int c, at::IntArrayRef sizes, const at::TensorOptions& o) {
+      return columns[c].into_tensor(sizes, o, size_t(rows) * kRowBytes[c]);
+    };
+    return {column(0, {rows, 3}, opt), column(1, {rows, 3}, opt), column(2, {rows}, opt),
+            column(3, {rows}, opt),    column(4, {rows, 3}, opt), column(5, {rows, 3}, opt),
+            column(6, {rows}, lng),    column(7, {rows}, lng),    column(8, {rows}, opt.dtype(at::kBool))};
+  }
 };
 
 BlemRawOut blem_contacts_raw_cpu(CN_BVH_ARGS, const at::Tensor& r_a, const at::Tensor& r_b) {
@@ -38,23 +81,34 @@ BlemRawOut blem_contacts_raw_cpu(CN_BVH_ARGS, const at::Tensor& r_a, const at::T
     const QueryInputs<T> in = query_inputs<T>(b);
     const T* ra = r_a.data_ptr<T>();
     const T* rb = r_b.data_ptr<T>();
-    std::vector<std::vector<WorldContact<T>>> rows(q);
-    at::parallel_for(0, q, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        VectorSink<T> sink{&rows[i]};
-        blem_query(in, ra, rb, i, sink);
-      }
-    });
     int64_t* off = offsets.data_ptr<int64_t>();
-    off[0] = 0;
-    for (int64_t i = 0; i < q; ++i) off[i + 1] = off[i] + static_cast<int64_t>(rows[i].size());
-    const BlemTensors out(off[q], tris.options());
-    const ContactOut<T> view = out.view<T>();
+    // One sink per task, kept at the task's first query; off[i + 1] = query i's count for now.
+    std::vector<std::unique_ptr<ColumnSink<T>>> sinks(q);
     at::parallel_for(0, q, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        for (size_t k = 0; k < rows[i].size(); ++k) view.store(off[i] + int64_t(k), rows[i][k]);
+      auto sink = std::make_unique<ColumnSink<T>>();
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t before = sink->rows;
+        blem_query(in, ra, rb, i, *sink);
+        off[i + 1] = sink->rows - before;
+      }
+      sinks[begin] = std::move(sink);
     });
-    result = out.with_offsets(offsets);
+    off[0] = 0;
+    for (int64_t i = 0; i < q; ++i) off[i + 1] += off[i];
+    const auto opt = tris.options();
+    if (q == 0) {
+      result = BlemTensors(0, opt).with_offsets(offsets);
+    } else if (sinks[0]->rows == off[q]) {  // one task ran every query
+      result = sinks[0]->into_tensors(opt).with_offsets(offsets);
+    } else {
+      const BlemTensors out(off[q], opt);
+      const ContactOut<T> view = out.view<T>();
+      at::parallel_for(0, q, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          if (sinks[i]) sinks[i]->copy_to(view, off[i]);
+      });
+      result = out.with_offsets(offsets);
+    }
   });
   return result;
 }

@@ -119,12 +119,24 @@ CN_HD void load_leaf_b(const QueryFrame<T>& qf, int first, int count, LeafTri<T>
   }
 }
 
-// Lower bound on the distance of two leaf triangles: the gap of their boxes, and of each one to
-// the other's plane when it lies on one side (the common case for facing surfaces in near
+// Distance between the axis-aligned boxes of two triangles (the per-axis gaps combined): a lower
+// bound on their distance, tighter than the largest axis gap for triangles offset along two or
+// three axes at once (the common case for facing surfaces, whose nearby triangles sit sideways
+// and across from each other).
+template <typename T>
+CN_HD T tri_box_distance(const TriBox<T>& a, const TriBox<T>& b) {
+  const T gx = max_(T(0), max_(a.lo.x - b.hi.x, b.lo.x - a.hi.x));
+  const T gy = max_(T(0), max_(a.lo.y - b.hi.y, b.lo.y - a.hi.y));
+  const T gz = max_(T(0), max_(a.lo.z - b.hi.z, b.lo.z - a.hi.z));
+  return sqrt(gx * gx + gy * gy + gz * gz);
+}
+
+// Lower bound on the distance of two leaf triangles: the distance of their boxes, and of each
+// one to the other's plane when it lies on one side (the common case for facing surfaces in near
 // contact, where tilted triangles' boxes overlap), less a rounding slack.
 template <typename T>
 CN_HD T leaf_pair_gap(const LeafTri<T>& a, const LeafTri<T>& b) {
-  T g = tri_box_gap(a.box, b.box);
+  T g = tri_box_distance(a.box, b.box);
   g = max_(g, plane_gap(b.plane, a.v));
   g = max_(g, plane_gap(a.plane, b.v));
   const T scale = abs_(a.v[0].x) + abs_(a.v[0].y) + abs_(a.v[0].z) + abs_(b.v[0].x) +

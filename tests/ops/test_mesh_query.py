@@ -525,45 +525,50 @@ def test_clustering_kmeans_and_hierarchical_separate_blobs():
             assert abs(float(out.depths[i]) - float(dep[members].max())) < 1e-12
 
 
-def _plain_kmeans_labels(feat: list, depths: list, k: int) -> list:
+def _plain_kmeans_labels(feat: list, depths: list, k: int, sample: int) -> list:
     """k-means as documented in `cluster_contacts`, with a full scan of every centre for every
-    contact in every iteration: the oracle for the bound-accelerated kernel."""
+    contact in every iteration: the oracle for the bound-accelerated kernel. Lloyd runs on the
+    stride sample of m = min(n, sample) contacts; then, if m < n, every contact joins its nearest
+    centre."""
 
     def dist2(a, b):
         return sum((x - y) ** 2 for x, y in zip(a, b))
 
+    def nearest(f, cent):
+        return min(range(len(cent)), key=lambda c: (dist2(f, cent[c]), c))
+
     n = len(feat)
+    m = min(n, sample)
+    sub = [feat[i * n // m] for i in range(m)]
     first = max(range(n), key=lambda i: (depths[i], -i))
     cent = [list(feat[first])]
-    mind = [dist2(f, cent[0]) for f in feat]
+    mind = [dist2(f, cent[0]) for f in sub]
     for _ in range(1, k):
-        far = max(range(n), key=lambda i: (mind[i], -i))
-        cent.append(list(feat[far]))
-        mind = [min(m, dist2(f, cent[-1])) for m, f in zip(mind, feat)]
-    labels = [-1] * n
+        far = max(range(m), key=lambda i: (mind[i], -i))
+        cent.append(list(sub[far]))
+        mind = [min(d, dist2(f, cent[-1])) for d, f in zip(mind, sub)]
+    labels = [-1] * m
     for _ in range(k):
-        new = [min(range(k), key=lambda c: (dist2(f, cent[c]), c)) for f in feat]
+        new = [nearest(f, cent) for f in sub]
         if new == labels:
             break
         labels = new
         for c in range(k):
-            members = [feat[i] for i in range(n) if labels[i] == c]
+            members = [sub[i] for i in range(m) if labels[i] == c]
             if members:
                 sums = [0.0] * 7
                 for f in members:
                     sums = [s + x for s, x in zip(sums, f)]
                 cent[c] = [s / len(members) for s in sums]
-    return labels
+    return labels if m == n else [nearest(f, cent) for f in feat]
 
 
-@pytest.mark.parametrize("k", [2, 5, 12])
-def test_kmeans_matches_plain_scan(k):
-    """The k-means kernel skips contacts by distance bounds; its clusters must be exactly those of
-    a full scan, on smooth (continuous) contact sets where boundaries keep moving."""
+def _smooth_contacts(counts: list, seed: int):
+    """Packed synthetic contacts on a wavy 5 x 3 cm patch with tilted normals: continuous sets
+    whose cluster boundaries keep moving during Lloyd."""
     from contactnet.ops.mesh_query import Contacts
 
-    g = torch.Generator().manual_seed(k)
-    counts = [90, 150, 200]
+    g = torch.Generator().manual_seed(seed)
     n = sum(counts)
     u = torch.rand(n, 2, generator=g, dtype=torch.float64)
     pts = torch.stack([u[:, 0] * 0.05, u[:, 1] * 0.03, 0.002 * torch.sin(40 * u[:, 0])], 1) + 0.3
@@ -572,13 +577,24 @@ def test_kmeans_matches_plain_scan(k):
     dep = torch.rand(n, generator=g, dtype=torch.float64) * 0.002
     offsets = torch.tensor([0, *torch.tensor(counts).cumsum(0).tolist()])
     z = torch.zeros(n, dtype=torch.float64)
-    c = Contacts(pts, nrm, dep, z, pts, pts, torch.arange(n), torch.arange(n), torch.zeros(n, dtype=torch.bool),
-                 torch.tensor(counts), offsets)  # fmt: skip
-    out = cluster_contacts(c, k, normal_weight=0.1, depth_weight=1.0)
+    return Contacts(pts, nrm, dep, z, pts, pts, torch.arange(n), torch.arange(n),
+                    torch.zeros(n, dtype=torch.bool), torch.tensor(counts), offsets)  # fmt: skip
+
+
+# sample >= every set: Lloyd on all contacts; 64: on a stride sample, then one full assignment
+# (pruned by the centre distances; k = 12 with n = 90 < k^2 takes the unpruned scan)
+@pytest.mark.parametrize("k, sample", [(2, 10**9), (5, 10**9), (12, 10**9), (2, 64), (5, 64), (12, 64)])
+def test_kmeans_matches_plain_scan(k, sample):
+    """The k-means kernel skips contacts by distance bounds; its clusters must be exactly those of
+    a full scan, on smooth (continuous) contact sets where boundaries keep moving."""
+    counts = [90, 150, 200]
+    c = _smooth_contacts(counts, seed=k)
+    pts, nrm, dep, offsets = c.points, c.normals, c.depths, c.offsets
+    out = cluster_contacts(c, k, normal_weight=0.1, depth_weight=1.0, kmeans_sample=sample)
     for q in range(len(counts)):
         r0, r1 = offsets[q].item(), offsets[q + 1].item()
         feat = [[*pts[i].tolist(), *(0.1 * nrm[i]).tolist(), float(dep[i])] for i in range(r0, r1)]
-        labels = _plain_kmeans_labels(feat, dep[r0:r1].tolist(), k)
+        labels = _plain_kmeans_labels(feat, dep[r0:r1].tolist(), k, sample)
         want_src, want_pts = [], []
         for lab in sorted(set(labels)):
             members = [i for i in range(r1 - r0) if labels[i] == lab]
@@ -588,6 +604,31 @@ def test_kmeans_matches_plain_scan(k):
         o0, o1 = out.offsets[q].item(), out.offsets[q + 1].item()
         assert out.tri_a[o0:o1].tolist() == want_src
         torch.testing.assert_close(out.points[o0:o1], torch.stack(want_pts), atol=1e-12, rtol=0)
+
+
+def _within_cluster_cost(c, out, normal_weight=0.1) -> float:
+    """Sum over contacts of the squared weighted 7-D distance to the nearest output contact."""
+    f = torch.cat([c.points, normal_weight * c.normals, c.depths[:, None]], 1)
+    g = torch.cat([out.points, normal_weight * out.normals, out.depths[:, None]], 1)
+    return float(torch.cdist(f, g).square().min(1).values.sum())
+
+
+@pytest.mark.parametrize("k", [4, 16])
+def test_kmeans_sample_keeps_cluster_quality(k):
+    """Lloyd on a stride sample then one full assignment represents the contacts about as well as
+    Lloyd on all of them (measured on the benchmark pairs: within 5%)."""
+    c = _smooth_contacts([20000], seed=3)
+    full = cluster_contacts(c, k, kmeans_sample=10**9)
+    sampled = cluster_contacts(c, k, kmeans_sample=1024)
+    assert sampled.counts.tolist() == [k]
+    assert _within_cluster_cost(c, sampled) <= 1.1 * _within_cluster_cost(c, full)
+    assert float(sampled.depths.max()) == float(c.depths.max())
+
+
+def test_kmeans_sample_is_checked():
+    c = _smooth_contacts([100], seed=0)
+    with pytest.raises(ValueError, match="kmeans_sample"):
+        cluster_contacts(c, 8, kmeans_sample=4)
 
 
 # ---- dtypes, devices, batches -----------------------------------------------------------------
@@ -629,6 +670,33 @@ def test_batch_matches_single_queries(lib64):
         assert torch.equal(batch.tri_a[r0:r1], one.tri_a) and torch.equal(batch.points[r0:r1], one.points)
         d1 = mesh_distance(lib64, ia[k : k + 1], ib[k : k + 1], pa[k : k + 1], pb[k : k + 1])
         assert float(d1.distance[0]) == float(dist.distance[k])
+
+
+def test_contact_collection_paths_agree():
+    """The CPU op collects contacts into growable columns: with one task for all queries they
+    become the outputs as they are (columns past 2 MB in their own growing mapping), with several
+    tasks they are copied into place. Both must give the rows of single-query calls, in order."""
+    big = MeshLibrary([Mesh(*bumpy_sphere(5, 0.05, seed=1)), Mesh(*bumpy_sphere(5, 0.05, seed=2))])
+    q = 2
+    ia, ib = torch.zeros(q, dtype=torch.int64), torch.ones(q, dtype=torch.int64)
+    pa, pb = near_contact_poses(big, ia, ib, 0.0005, seed=5)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one_task = blem_contacts(big, ia, ib, pa, pb, 0.004, 0.004)
+        torch.set_num_threads(2)
+        tasks = blem_contacts(big, ia, ib, pa, pb, 0.004, 0.004)
+    finally:
+        torch.set_num_threads(threads)
+    assert int(one_task.counts.max()) * 24 > 2 << 20  # a points column past 2 MB: mapped
+    for a, b in zip(one_task, tasks):
+        assert torch.equal(a, b)
+    for k in range(q):
+        single = blem_contacts(big, ia[k : k + 1], ib[k : k + 1], pa[k : k + 1], pb[k : k + 1], 0.004, 0.004)
+        r0, r1 = one_task.offsets[k : k + 2].tolist()
+        for name in ("points", "normals", "depths", "distances", "points_a", "points_b", "tri_a", "tri_b",
+                     "intersecting"):  # fmt: skip
+            assert torch.equal(getattr(one_task, name)[r0:r1], getattr(single, name)), name
 
 
 def test_per_query_radii(lib64):
@@ -701,6 +769,6 @@ def test_opcheck(lib64):
     r = torch.tensor([0.003], dtype=torch.float64)
     torch.library.opcheck(ops.blem_contacts_raw, (*bvh, ids_a, ids_b, pa, pb, r, r), test_utils=tests)
     raw = blem_contacts(lib64, ids_a, ids_b, pa, pb, 0.003, 0.003)
-    torch.library.opcheck(ops.cluster_contacts, (raw.points, raw.normals, raw.depths, raw.offsets, 3, 0.1, 1.0, 64), test_utils=tests)
+    torch.library.opcheck(ops.cluster_contacts, (raw.points, raw.normals, raw.depths, raw.offsets, 3, 0.1, 1.0, 64, 4096), test_utils=tests)
     m = lib64[1]
     torch.library.opcheck(ops.build_mesh_bvh, (m.vertices, m.faces, torch.tensor([0, m.num_vertices]), torch.tensor([0, m.num_faces])), test_utils=("test_schema", "test_faketensor"))  # noqa: E501
