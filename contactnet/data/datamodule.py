@@ -20,8 +20,6 @@ where objects keep their own frames; a general R loosens it) or "none".
 """
 
 import itertools
-
-
 from pathlib import Path
 
 import lightning as L
@@ -68,8 +66,9 @@ class PairGroups(Dataset):
                       or {int(shard["ids_a"][g * self.group]), int(shard["ids_b"][g * self.group])} <= allowed_objects]
         self.objects = objects
         self.vertices = [torch.as_tensor(v, dtype=torch.float32) for v in objects.vertices]
-        self.augment = _augmentation(augment) != "none"
-        self.rotations = _cube_rotations() if _augmentation(augment) == "cube" else None
+        mode = _augmentation(augment)
+        self.augment = mode != "none"
+        self.rotations = _cube_rotations() if mode == "cube" else None  # None: any rotation
         self.seed = seed
         self.epoch = 0  # set by the DataModule so augmentation differs per epoch yet is reproducible
 
@@ -127,7 +126,7 @@ class PairGroups(Dataset):
 class PairDataModule(L.LightningDataModule):
     """Train / val / test_known / test_unknown loaders over a generated dataset folder."""
 
-    def __init__(self, root: str, groups_per_batch: int = 8, num_workers: int = 0, augment: bool | str = "so3",
+    def __init__(self, root: str, groups_per_batch: int = 8, num_workers: int = 0, augment: bool | str = "cube",
                  seed: int = 0, train_objects: int | None = None):
         """augment: the training rotations, "so3", "cube" or "none" (True / False mean "so3" / "none").
         train_objects: train only on pairs among the first N known objects (data efficiency)."""
