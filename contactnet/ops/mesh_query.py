@@ -246,15 +246,14 @@ def _(vertices, faces, vertex_offsets, face_offsets):
     return (
         vertices.new_empty((f, 3, 3)),
         vertices.new_empty((f,), dtype=torch.int32),
-        vertices.new_empty((nodes, 5, 3)),
-        vertices.new_empty((nodes, 2), dtype=torch.int32),
+        vertices.new_empty((nodes, 16), dtype=torch.int32),
         vertices.new_empty((nodes, 7)),
         vertices.new_empty(face_offsets.shape, dtype=torch.int64),
     )
 
 
 @torch.library.register_fake("contactnet::mesh_distance")
-def _(tris, tri_ids, obbs, children, dipoles, node_offsets, face_offsets, ids_a, ids_b,
+def _(tris, tri_ids, nodes, dipoles, node_offsets, face_offsets, ids_a, ids_b,
       poses_a, poses_b, upper_bound):  # fmt: skip
     q = ids_a.shape[0]
     return (
@@ -267,13 +266,13 @@ def _(tris, tri_ids, obbs, children, dipoles, node_offsets, face_offsets, ids_a,
 
 
 @torch.library.register_fake("contactnet::mesh_collide")
-def _(tris, tri_ids, obbs, children, dipoles, node_offsets, face_offsets, ids_a, ids_b,
+def _(tris, tri_ids, nodes, dipoles, node_offsets, face_offsets, ids_a, ids_b,
       poses_a, poses_b, winding_threshold, beta):  # fmt: skip
     return ids_a.new_empty((ids_a.shape[0],), dtype=torch.bool)
 
 
 @torch.library.register_fake("contactnet::blem_contacts_raw")
-def _(tris, tri_ids, obbs, children, dipoles, node_offsets, face_offsets, ids_a, ids_b,
+def _(tris, tri_ids, nodes, dipoles, node_offsets, face_offsets, ids_a, ids_b,
       poses_a, poses_b, r_a, r_b):  # fmt: skip
     n = torch.library.get_ctx().new_dynamic_size()
     q = ids_a.shape[0]

@@ -13,9 +13,13 @@
 // fixed node's part of the relative frame is computed once (FixedA / FixedB) and each child costs
 // one 3x3 product (ObbRel).
 //
-// Rounding: stored axes are unit and orthogonal only to within the storage precision, boxes are
-// fitted in double and inflated (csrc/mesh_bvh), and a relative slack is subtracted from every
-// gap, so a pair whose true gap is 0 (or equals a distance threshold) is never pruned.
+// Storage and rounding: boxes are stored in float32 whatever the query precision T (a node is one
+// 64-byte cache line, common/bvh.h). They are fitted in double around their axes and centre as
+// rounded to float32, half extents rounded up (csrc/mesh_bvh), so they contain their triangles
+// exactly; but the stored axes are unit and orthogonal only to within float32 rounding (a few
+// 1e-8), which moves every projection by at most ~3e-7 of the pair's scale (offsets and extents).
+// A slack of 1e-5 of that scale is subtracted from every gap, so a pair whose true gap is 0 (or
+// equals a distance threshold) is never pruned, in float32 or float64 arithmetic.
 #pragma once
 
 #include "rigid.h"
@@ -24,8 +28,9 @@ namespace contactnet {
 
 template <typename T>
 struct BoxSlack;
-// Relative slack subtracted from a gap so that rounding in the transforms never prunes a pair
-// whose true distance equals the threshold.
+// Relative slack subtracted from a gap computed from data stored in T, so that rounding never
+// prunes a pair whose true distance equals the threshold. Box tests use BoxSlack<float> (boxes
+// are stored in float32); triangle culls use their own precision's.
 template <>
 struct BoxSlack<float> {
   static constexpr float rel = 1e-5f;
@@ -50,13 +55,16 @@ CN_HD T min_(T a, T b) {
 }
 
 // A box {c + s0 ax[0] + s1 ax[1] + s2 ax[2] : |sk| <= h[k]} (ax orthonormal) is stored as 15
-// consecutive scalars: the three axes (rows), the centre, the half extents.
+// consecutive float32: the three axes (rows), the centre, the half extents. Tests read it into
+// the query precision T.
 constexpr int kObbScalars = 15;
 
 // Size used to decide which node of a pair to split (the larger box is split first).
+CN_HD float box_size_at(const float* p) { return p[12] + p[13] + p[14]; }
+
 template <typename T>
-CN_HD T box_size_at(const T* p) {
-  return p[12] + p[13] + p[14];
+CN_HD Vec3<T> load3_as(const float* p) {
+  return make_vec3(T(p[0]), T(p[1]), T(p[2]));
 }
 
 // Box b in box a's frame: C[i][j] = a_i . b_j, ta[i] = a_i . (cb - ca), half extents, and the
@@ -74,7 +82,7 @@ template <typename T>
 CN_HD void finish_rel(ObbRel<T>& r, T tscale) {
   T s = tscale;
   for (int i = 0; i < 3; ++i) s += abs_(r.ta[i]) + r.ha[i] + r.hb[i];
-  r.slack = BoxSlack<T>::rel * s;
+  r.slack = T(BoxSlack<float>::rel) * s;
 }
 
 // A's node fixed, B's children tested: M = A_axes R (rows a_i^T R), u = A_axes (t - ca), so that
@@ -87,11 +95,11 @@ struct FixedA {
   T tscale;
 };
 template <typename T>
-CN_HD FixedA<T> fixed_a(const T* a, const Rigid<T>& f) {
+CN_HD FixedA<T> fixed_a(const float* a, const Rigid<T>& f) {
   FixedA<T> fa;
-  const Vec3<T> tc = f.t - load3(a + 9);
+  const Vec3<T> tc = f.t - load3_as<T>(a + 9);
   for (int i = 0; i < 3; ++i) {
-    const Vec3<T> ai = load3(a + 3 * i);
+    const Vec3<T> ai = load3_as<T>(a + 3 * i);
     for (int k = 0; k < 3; ++k)
       fa.M[i][k] = ai.x * f.R.m[0][k] + ai.y * f.R.m[1][k] + ai.z * f.R.m[2][k];
     fa.u[i] = dot(ai, tc);
@@ -101,9 +109,9 @@ CN_HD FixedA<T> fixed_a(const T* a, const Rigid<T>& f) {
   return fa;
 }
 template <typename T>
-CN_HD ObbRel<T> obb_rel(const FixedA<T>& fa, const T* b) {
+CN_HD ObbRel<T> obb_rel(const FixedA<T>& fa, const float* b) {
   ObbRel<T> r;
-  const T* cb = b + 9;
+  const float* cb = b + 9;
   for (int i = 0; i < 3; ++i) {
     for (int j = 0; j < 3; ++j)
       r.C[i][j] = fa.M[i][0] * b[3 * j] + fa.M[i][1] * b[3 * j + 1] + fa.M[i][2] * b[3 * j + 2];
@@ -124,22 +132,22 @@ struct FixedB {
   T tscale;
 };
 template <typename T>
-CN_HD FixedB<T> fixed_b(const T* b, const Rigid<T>& f) {
+CN_HD FixedB<T> fixed_b(const float* b, const Rigid<T>& f) {
   FixedB<T> fb;
   for (int j = 0; j < 3; ++j) {
-    fb.ax[j] = mul(f.R, load3(b + 3 * j));
+    fb.ax[j] = mul(f.R, load3_as<T>(b + 3 * j));
     fb.hb[j] = b[12 + j];
   }
-  fb.c = apply(f, load3(b + 9));
+  fb.c = apply(f, load3_as<T>(b + 9));
   fb.tscale = abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z);
   return fb;
 }
 template <typename T>
-CN_HD ObbRel<T> obb_rel(const FixedB<T>& fb, const T* a) {
+CN_HD ObbRel<T> obb_rel(const FixedB<T>& fb, const float* a) {
   ObbRel<T> r;
-  const Vec3<T> d = fb.c - load3(a + 9);
+  const Vec3<T> d = fb.c - load3_as<T>(a + 9);
   for (int i = 0; i < 3; ++i) {
-    const Vec3<T> ai = load3(a + 3 * i);
+    const Vec3<T> ai = load3_as<T>(a + 3 * i);
     for (int j = 0; j < 3; ++j) r.C[i][j] = dot(ai, fb.ax[j]);
     r.ta[i] = dot(ai, d);
     r.ha[i] = a[12 + i];
@@ -168,19 +176,26 @@ CN_HD T face_gap_b(const ObbRel<T>& r, const T (&X)[3][3], int k) {
   return abs_(tb) - r.hb[k] - (r.ha[0] * X[0][k] + r.ha[1] * X[1][k] + r.ha[2] * X[2][k]);
 }
 
-// True when a separating axis with a gap beyond the slack exists (then the boxes are disjoint).
-// Face axes are tried thinnest first: node boxes of surface patches are slabs (the build orders
-// axes by decreasing spread), and facing slabs are usually separated along a normal.
+// The boxes' separation along the 15 axes: the first gap found beyond the slack (then the boxes
+// are disjoint), else the largest gap along the 6 face axes (<= slack, more negative the
+// deeper the boxes overlap: the boolean traversal enters the deepest pair first, where the
+// surfaces are likeliest to cross). Face axes are tried thinnest first: node boxes of surface
+// patches are slabs (the build orders axes by decreasing spread), and facing slabs are usually
+// separated along a normal.
 template <typename T>
-CN_HD bool obb_disjoint(const ObbRel<T>& r) {
+CN_HD T obb_separation(const ObbRel<T>& r) {
   const T (&C)[3][3] = r.C;
   const T* ha = r.ha;
   const T* hb = r.hb;
   T X[3][3];
   abs_matrix(C, X);
+  T deepest = -T(INFINITY);
   for (int k = 2; k >= 0; --k) {
-    if (face_gap_a(r, X, k) > r.slack) return true;
-    if (face_gap_b(r, X, k) > r.slack) return true;
+    const T ga = face_gap_a(r, X, k);
+    if (ga > r.slack) return ga;
+    const T gb = face_gap_b(r, X, k);
+    if (gb > r.slack) return gb;
+    deepest = max_(deepest, max_(ga, gb));
   }
   // a_i x b_j (unnormalised, length <= 1, so a gap > slack is a true gap > slack / |L|).
   // With (i, i1, i2) and (j, j1, j2) cyclic: (a_i x b_j) . t = ta_i2 C_i1j - ta_i1 C_i2j, and
@@ -192,10 +207,16 @@ CN_HD bool obb_disjoint(const ObbRel<T>& r) {
       const T t = abs_(r.ta[i2] * C[i1][j] - r.ta[i1] * C[i2][j]);
       const T ra = ha[i1] * X[i2][j] + ha[i2] * X[i1][j];
       const T rb = hb[j1] * X[i][j2] + hb[j2] * X[i][j1];
-      if (t - ra - rb > r.slack) return true;
+      if (t - ra - rb > r.slack) return t - ra - rb;
     }
   }
-  return false;
+  return deepest;
+}
+
+// True when a separating axis with a gap beyond the slack exists (then the boxes are disjoint).
+template <typename T>
+CN_HD bool obb_disjoint(const ObbRel<T>& r) {
+  return obb_separation(r) > r.slack;
 }
 
 // Lower bound on the distance between the boxes (0: they may overlap). Once the face axes give

@@ -140,7 +140,12 @@ struct IntersectVisitor {
   int hit_a, hit_b;  // leaf-order rows of the first intersecting pair found
   CN_HD T threshold() const { return T(0); }
   // 1 (> threshold, pruned) when a separating axis exists.
-  CN_HD T bound(const ObbRel<T>& r) const { return obb_disjoint(r) ? T(1) : T(0); }
+  // 1 (> threshold, pruned) when a separating axis exists, else the boxes' separation (<= 0):
+  // of two overlapping child pairs the deeper one is entered first (box.h).
+  CN_HD T bound(const ObbRel<T>& r) const {
+    const T g = obb_separation(r);
+    return g > r.slack ? T(1) : g - r.slack;
+  }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     LeafTri<T> Bs[kBvhLeafSize];
     load_leaf_b(qf, fb, nb, Bs, false);
