@@ -122,6 +122,16 @@ CN_HD void child_pairs(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<T>&
   }
 }
 
+// The pair popped next will read one node's children: start loading both nodes' right children
+// (the left ones are the next rows, which the hardware fetches itself). Their links are in the
+// nodes' own records, already in cache from the box tests that kept the pair.
+template <typename T>
+CN_HD void prefetch_children(const MeshBvh<T>& a, const MeshBvh<T>& b, int32_t na, int32_t nb) {
+  const int32_t la = a.nodes[na].link, lb = b.nodes[nb].link;
+  if (!is_leaf(la)) CN_PREFETCH(a.nodes + la);
+  if (!is_leaf(lb)) CN_PREFETCH(b.nodes + lb);
+}
+
 // Depth-first dual traversal of (a, b), b seen in a's frame through f. The visitor provides
 //   T threshold() const  -- node pairs whose bound exceeds it are pruned;
 //   T bound(const ObbRel<T>& r) const  -- a lower bound on the distance of two node boxes (b in
@@ -162,6 +172,7 @@ CN_HD bool dual_traverse(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<T
       stack_lb[top] = lb[c];
       ++top;
     }
+    if (top > 0) prefetch_children(a, b, stack_a[top - 1], stack_b[top - 1]);
   }
   return false;
 }
