@@ -1,8 +1,9 @@
 // Oriented bounding boxes (OBBs) of BVH nodes and the two tests the mesh queries prune with, on
 // box b (a node of mesh B) expressed in the box frame of box a (a node of mesh A):
-//  - obb_disjoint: the full 15-axis separating-axis test (Gottschalk, Lin & Manocha, "OBBTree",
-//    SIGGRAPH 1996): 3 face normals of each box and the 9 cross products of their edges. Exact
-//    for boxes (two convex polytopes are disjoint iff one of these axes separates them).
+//  - obb_separation / obb_disjoint: the full 15-axis separating-axis test (Gottschalk, Lin &
+//    Manocha, "OBBTree", SIGGRAPH 1996): 3 face normals of each box and the 9 cross products of
+//    their edges. Exact for boxes (two convex polytopes are disjoint iff one of these axes
+//    separates them).
 //  - obb_distance_lower_bound: the largest gap of the boxes' projections on the 6 face normals and
 //    on the direction between approximate closest points of the boxes. Projection on a unit axis
 //    is 1-Lipschitz, so every gap is <= the distance between the boxes; along the direction of
@@ -14,12 +15,14 @@
 // one 3x3 product (ObbRel).
 //
 // Storage and rounding: boxes are stored in float32 whatever the query precision T (a node is one
-// 64-byte cache line, common/bvh.h). They are fitted in double around their axes and centre as
+// 64-byte cache line, common/bvh.h), and the traversals test them in float32 arithmetic
+// (common/bvh.h box_frame). They are fitted in double around their axes and centre as
 // rounded to float32, half extents rounded up (csrc/mesh_bvh), so they contain their triangles
 // exactly; but the stored axes are unit and orthogonal only to within float32 rounding (a few
 // 1e-8), which moves every projection by at most ~3e-7 of the pair's scale (offsets and extents).
-// A slack of 1e-5 of that scale is subtracted from every gap, so a pair whose true gap is 0 (or
-// equals a distance threshold) is never pruned, in float32 or float64 arithmetic.
+// A slack of 1e-5 of that scale is subtracted from every gap, which also covers float32
+// arithmetic (~1e-6 of the scale), so a pair whose true gap is 0 (or equals a distance
+// threshold) is never pruned.
 #pragma once
 
 #include "rigid.h"
@@ -77,7 +80,12 @@ struct ObbRel {
   T slack;
 };
 
-// The relative frame's scale: |t| of the mesh transform, the boxes' offsets and sizes.
+// |p|_1 of a stored centre: the mesh-frame offsets of the boxes, which the relative frame adds
+// and cancels (t - ca + R cb), belong to the rounding scale.
+CN_HD float l1_at(const float* p) { return fabsf(p[0]) + fabsf(p[1]) + fabsf(p[2]); }
+
+// The relative frame's scale: |t| of the mesh transform, the boxes' centres in their mesh frames,
+// their offset and sizes.
 template <typename T>
 CN_HD void finish_rel(ObbRel<T>& r, T tscale) {
   T s = tscale;
@@ -105,7 +113,7 @@ CN_HD FixedA<T> fixed_a(const float* a, const Rigid<T>& f) {
     fa.u[i] = dot(ai, tc);
     fa.ha[i] = a[12 + i];
   }
-  fa.tscale = abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z);
+  fa.tscale = abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z) + l1_at(a + 9);
   return fa;
 }
 template <typename T>
@@ -119,7 +127,7 @@ CN_HD ObbRel<T> obb_rel(const FixedA<T>& fa, const float* b) {
     r.ha[i] = fa.ha[i];
     r.hb[i] = b[12 + i];
   }
-  finish_rel(r, fa.tscale);
+  finish_rel(r, fa.tscale + l1_at(cb));
   return r;
 }
 
@@ -139,7 +147,7 @@ CN_HD FixedB<T> fixed_b(const float* b, const Rigid<T>& f) {
     fb.hb[j] = b[12 + j];
   }
   fb.c = apply(f, load3_as<T>(b + 9));
-  fb.tscale = abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z);
+  fb.tscale = abs_(f.t.x) + abs_(f.t.y) + abs_(f.t.z) + l1_at(b + 9);
   return fb;
 }
 template <typename T>
@@ -153,7 +161,7 @@ CN_HD ObbRel<T> obb_rel(const FixedB<T>& fb, const float* a) {
     r.ha[i] = a[12 + i];
     r.hb[i] = fb.hb[i];
   }
-  finish_rel(r, fb.tscale);
+  finish_rel(r, fb.tscale + l1_at(a + 9));
   return r;
 }
 

@@ -625,6 +625,30 @@ def test_float32_matches_float64(device):
     assert len(s32 - s64) <= len(edge) + 5
 
 
+def test_meshes_far_from_their_frame_origin():
+    """Box tests run in float32 (csrc/common/box.h): mesh frames whose vertices sit 10 km from
+    the origin must not break the pruning (its slack scales with the box centres' offsets). Same
+    meshes, vertices shifted by `o` in their own frames and poses shifted back: same answers."""
+    o = torch.tensor([1e4, -7e3, 3e3], dtype=torch.float64)
+    meshes = [Mesh(*bumpy_sphere(3, 0.05, seed=s), name=f"b{s}") for s in (1, 2)]
+    lib = MeshLibrary(meshes, dtype=torch.float64)
+    far = MeshLibrary([Mesh(m.vertices + o, m.faces, name=m.name) for m in meshes], dtype=torch.float64)
+    q = 16
+    ia, ib = torch.zeros(q, dtype=torch.int64), torch.ones(q, dtype=torch.int64)
+    pa, pb = near_contact_poses(lib, ia, ib, 1e-5, seed=3)
+    pb_in = pb.clone()
+    pb_in[:, :3] -= 2e-5 * torch.nn.functional.normalize(pb[:, :3] - pa[:, :3], dim=1)
+    for qa, qb in ((pa, pb), (pa, pb_in)):
+        # world pose of the shifted frame: x_world = R (v + o) + t', so t' = t - R o
+        fa, fb = qa.clone(), qb.clone()
+        for f, p in ((fa, qa), (fb, qb)):
+            rotation = torch.cat([torch.zeros(q, 3, dtype=torch.float64), p[:, 3:]], 1)
+            f[:, :3] -= transform_points(rotation, o.expand(q, 3))
+        d, d_far = mesh_distance(lib, ia, ib, qa, qb), mesh_distance(far, ia, ib, fa, fb)
+        torch.testing.assert_close(d_far.distance, d.distance, atol=1e-9, rtol=0)
+        assert torch.equal(mesh_collide(far, ia, ib, fa, fb), mesh_collide(lib, ia, ib, qa, qb))
+
+
 def test_batch_matches_single_queries(lib64):
     q = 12
     ia = torch.tensor([0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 2])
