@@ -28,8 +28,9 @@ from contactnet.geometry import Mesh, MeshLibrary, quaternion_to_matrix  # noqa:
 from contactnet.ops import blem_contacts, mesh_collide, mesh_distance  # noqa: E402
 from contactnet.ops.reference.mesh_cases import bumpy_sphere, near_contact_poses  # noqa: E402
 
-# (label, icosphere subdivisions, queries per regime, of which the BLEM rows run the first n):
-# fewer BLEM queries where one (Klampt's) takes seconds. mesh_distance / mesh_collide take
+# (label, icosphere subdivisions, queries per regime, BLEM queries per regime): fewer BLEM
+# queries where one (Klampt's) takes seconds; BLEM poses are drawn as a run of that many queries
+# draws them (the same poses as when every row used that count). mesh_distance / mesh_collide take
 # microseconds to a millisecond, so they keep 8+ queries: a batch of one would time the call
 # overhead (~10 us) and a single pose.
 SIZES = [("1k", 3, 32, 32), ("10k", 5, 8, 8), ("100k", 6, 8, 4), ("1M", 8, 8, 1)]
@@ -142,6 +143,8 @@ def bench_size(label: str, subdivisions: int, q: int, q_blem: int, radius: float
         lib.bvh  # built once, cached; not timed
     bytes_per_tri = {dt: lib.memory_bytes() / lib.faces.shape[0] for dt, lib in libs.items()}
     poses = regime_poses(libs[torch.float64], q, gap, seed=subdivisions)
+    # BLEM's own (fewer) poses, drawn as a run of q_blem queries draws them
+    blem_poses = poses if q_blem == q else regime_poses(libs[torch.float64], q_blem, gap, seed=subdivisions)
     klampt, fcl = Klampt(a, b), Fcl(a, b)
     print(f"[{label}] {a.num_faces} triangles per mesh, {q} queries per regime ({q_blem} for BLEM); "
           f"setup {time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
@@ -151,11 +154,13 @@ def bench_size(label: str, subdivisions: int, q: int, q_blem: int, radius: float
 
     rows = []
     for regime, (pa64, pb64) in poses.items():
+        bp64 = blem_poses[regime]
+        bp = {dt: (bp64[0].to(dt), bp64[1].to(dt)) for dt in libs}
         ours_ops = {
             "blem_contacts": lambda lib, pa, pb: blem_contacts(
-                lib, ids_a[:qb], ids_b[:qb], pa[:qb], pb[:qb], radius, radius),
+                lib, ids_a[:qb], ids_b[:qb], *bp[lib.dtype], radius, radius),
             f"blem_contacts(k={MAX_CONTACTS})": lambda lib, pa, pb: blem_contacts(
-                lib, ids_a[:qb], ids_b[:qb], pa[:qb], pb[:qb], radius, radius, max_contacts=MAX_CONTACTS),
+                lib, ids_a[:qb], ids_b[:qb], *bp[lib.dtype], radius, radius, max_contacts=MAX_CONTACTS),
             "mesh_distance": lambda lib, pa, pb: mesh_distance(lib, ids_a, ids_b, pa, pb),
             "mesh_collide": lambda lib, pa, pb: mesh_collide(lib, ids_a, ids_b, pa, pb),
         }  # fmt: skip
@@ -177,10 +182,11 @@ def bench_size(label: str, subdivisions: int, q: int, q_blem: int, radius: float
             ours[name] = speed
 
         ka, kb = Klampt.transforms(pa64), Klampt.transforms(pb64)
+        kba, kbb = Klampt.transforms(bp64[0]), Klampt.transforms(bp64[1])
         fa, fb = fcl.transforms(pa64), fcl.transforms(pb64)
         peer_reps = 1 if slow else repeats
         peers = {  # our op -> [(peer name, call)]
-            "blem_contacts": [("klampt.contacts", lambda: klampt.run("contacts", ka[:qb], kb[:qb], radius, radius))],
+            "blem_contacts": [("klampt.contacts", lambda: klampt.run("contacts", kba, kbb, radius, radius))],
             "mesh_distance": [("klampt.distance", lambda: klampt.run("distance", ka, kb)),
                               ("fcl.distance", lambda: fcl.run("distance", fa, fb))],
             "mesh_collide": [("klampt.collides", lambda: klampt.run("collides", ka, kb)),
