@@ -28,8 +28,12 @@ from contactnet.geometry import Mesh, MeshLibrary, quaternion_to_matrix  # noqa:
 from contactnet.ops import blem_contacts, mesh_collide, mesh_distance  # noqa: E402
 from contactnet.ops.reference.mesh_cases import bumpy_sphere, near_contact_poses  # noqa: E402
 
-# (label, icosphere subdivisions, queries per regime): fewer queries where one query takes seconds
-SIZES = [("1k", 3, 32), ("10k", 5, 8), ("100k", 6, 4), ("1M", 8, 1)]
+# (label, icosphere subdivisions, queries per regime, BLEM queries per regime): fewer BLEM
+# queries where one (Klampt's) takes seconds; BLEM poses are drawn as a run of that many queries
+# draws them (the same poses as when every row used that count). mesh_distance / mesh_collide take
+# microseconds to a millisecond, so they keep 8+ queries: a batch of one would time the call
+# overhead (~10 us) and a single pose.
+SIZES = [("1k", 3, 32, 32), ("10k", 5, 8, 8), ("100k", 6, 8, 4), ("1M", 8, 8, 1)]
 MAX_CONTACTS = 16  # the clustered variant (Klampt's Python contacts() ignores its cap)
 
 
@@ -130,8 +134,8 @@ def timed(fn, repeats: int, warmup: int = 1):
 # ---- one size -----------------------------------------------------------------------------------
 
 
-def bench_size(label: str, subdivisions: int, q: int, radius: float, gap: float, all_threads: int,
-               repeats: int) -> list[dict]:  # fmt: skip
+def bench_size(label: str, subdivisions: int, q: int, q_blem: int, radius: float, gap: float,
+               all_threads: int, repeats: int) -> list[dict]:  # fmt: skip
     t0 = time.perf_counter()
     a, b = make_pair(subdivisions)
     libs = {dt: MeshLibrary([a, b], dtype=dt) for dt in (torch.float64, torch.float32)}
@@ -139,24 +143,31 @@ def bench_size(label: str, subdivisions: int, q: int, radius: float, gap: float,
         lib.bvh  # built once, cached; not timed
     bytes_per_tri = {dt: lib.memory_bytes() / lib.faces.shape[0] for dt, lib in libs.items()}
     poses = regime_poses(libs[torch.float64], q, gap, seed=subdivisions)
+    # BLEM's own (fewer) poses, drawn as a run of q_blem queries draws them
+    blem_poses = poses if q_blem == q else regime_poses(libs[torch.float64], q_blem, gap, seed=subdivisions)
     klampt, fcl = Klampt(a, b), Fcl(a, b)
-    print(f"[{label}] {a.num_faces} triangles per mesh, {q} queries per regime; "
+    print(f"[{label}] {a.num_faces} triangles per mesh, {q} queries per regime ({q_blem} for BLEM); "
           f"setup {time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
     slow = a.num_faces > 500_000
     ids_a, ids_b = torch.zeros(q, dtype=torch.int64), torch.ones(q, dtype=torch.int64)
+    qb = q_blem
 
     rows = []
     for regime, (pa64, pb64) in poses.items():
+        bp64 = blem_poses[regime]
+        bp = {dt: (bp64[0].to(dt), bp64[1].to(dt)) for dt in libs}
         ours_ops = {
-            "blem_contacts": lambda lib, pa, pb: blem_contacts(lib, ids_a, ids_b, pa, pb, radius, radius),
+            "blem_contacts": lambda lib, pa, pb: blem_contacts(
+                lib, ids_a[:qb], ids_b[:qb], *bp[lib.dtype], radius, radius),
             f"blem_contacts(k={MAX_CONTACTS})": lambda lib, pa, pb: blem_contacts(
-                lib, ids_a, ids_b, pa, pb, radius, radius, max_contacts=MAX_CONTACTS),
+                lib, ids_a[:qb], ids_b[:qb], *bp[lib.dtype], radius, radius, max_contacts=MAX_CONTACTS),
             "mesh_distance": lambda lib, pa, pb: mesh_distance(lib, ids_a, ids_b, pa, pb),
             "mesh_collide": lambda lib, pa, pb: mesh_collide(lib, ids_a, ids_b, pa, pb),
         }  # fmt: skip
         ours, results = {}, {}
         for name, fn in ours_ops.items():
             reps, warm = (1, 0) if slow and name.startswith("blem") else (repeats, 1)
+            n_q = qb if name.startswith("blem") else q
             speed = {}
             for key, dtype, threads in (("1t", torch.float64, 1), ("all", torch.float64, all_threads),
                                         ("f32_1t", torch.float32, 1)):  # fmt: skip
@@ -164,17 +175,18 @@ def bench_size(label: str, subdivisions: int, q: int, radius: float, gap: float,
                 pa, pb = pa64.to(dtype), pb64.to(dtype)
                 torch.set_num_threads(threads)
                 seconds, out = timed(lambda: fn(lib, pa, pb), repeats=reps, warmup=warm)
-                speed[key] = q / seconds
+                speed[key] = n_q / seconds
                 if key == "1t":
                     results[name] = out
             torch.set_num_threads(1)
             ours[name] = speed
 
         ka, kb = Klampt.transforms(pa64), Klampt.transforms(pb64)
+        kba, kbb = Klampt.transforms(bp64[0]), Klampt.transforms(bp64[1])
         fa, fb = fcl.transforms(pa64), fcl.transforms(pb64)
         peer_reps = 1 if slow else repeats
         peers = {  # our op -> [(peer name, call)]
-            "blem_contacts": [("klampt.contacts", lambda: klampt.run("contacts", ka, kb, radius, radius))],
+            "blem_contacts": [("klampt.contacts", lambda: klampt.run("contacts", kba, kbb, radius, radius))],
             "mesh_distance": [("klampt.distance", lambda: klampt.run("distance", ka, kb)),
                               ("fcl.distance", lambda: fcl.run("distance", fa, fb))],
             "mesh_collide": [("klampt.collides", lambda: klampt.run("collides", ka, kb)),
@@ -184,14 +196,15 @@ def bench_size(label: str, subdivisions: int, q: int, radius: float, gap: float,
         peer_cache = {}
         for name, speed in ours.items():
             res = results[name]
+            n_q = qb if name.startswith("blem") else q
             for peer, call in peers[name]:
                 if peer not in peer_cache:  # the capped row reuses the uncapped Klampt timing
                     # Klampt's contacts take seconds per query from 100k triangles: one pass
                     slow_peer = peer == "klampt.contacts" and a.num_faces > 50_000
                     seconds, out = timed(call, repeats=1 if slow_peer else peer_reps, warmup=0 if slow_peer else 1)
-                    peer_cache[peer] = (q / seconds, out, seconds)
+                    peer_cache[peer] = (n_q / seconds, out, seconds)
                 peer_qps, peer_out, peer_s = peer_cache[peer]
-                row = {"size": label, "triangles": a.num_faces, "regime": regime, "queries": q, "op": name,
+                row = {"size": label, "triangles": a.num_faces, "regime": regime, "queries": n_q, "op": name,
                        "ours_1t": speed["1t"], "ours_all": speed["all"], "ours_f32_1t": speed["f32_1t"],
                        "peer": peer, "peer_1t": peer_qps, "ours/peer_per_core": speed["1t"] / peer_qps,
                        "bytes_per_tri": bytes_per_tri[torch.float64],
@@ -201,7 +214,7 @@ def bench_size(label: str, subdivisions: int, q: int, radius: float, gap: float,
                     row["ours_contacts"] = n_ours
                     row["peer_contacts"] = int(sum(peer_out))
                     if res is results["blem_contacts"]:  # contacts/s of the clustered row: not comparable
-                        row["ours_contacts/s"] = n_ours * speed["1t"] / q
+                        row["ours_contacts/s"] = n_ours * speed["1t"] / n_q
                         row["peer_contacts/s"] = row["peer_contacts"] / peer_s
                     row["intersecting"] = int(res.intersecting.sum())
                 elif name == "mesh_distance":
@@ -231,8 +244,8 @@ def main() -> None:
 
     start = time.perf_counter()
     rows = []
-    for label, subdivisions, q in sizes:
-        rows += bench_size(label, subdivisions, q, args.radius, args.gap, all_threads, repeats)
+    for label, subdivisions, q, q_blem in sizes:
+        rows += bench_size(label, subdivisions, q, q_blem, args.radius, args.gap, all_threads, repeats)
     torch.set_num_threads(all_threads)
 
     print(f"\nmesh queries per second, float64 unless noted; 1t = one thread, all = {all_threads} threads; "
@@ -244,7 +257,8 @@ def main() -> None:
                        "ours_contacts/s", "peer_contacts/s", "bytes_per_tri", "bytes_per_tri_f32", "check"])
     print(f"total {time.perf_counter() - start:.0f} s")
     payload = {"unit": "queries/s", "radius": args.radius, "gap": args.gap, "max_contacts": MAX_CONTACTS,
-               "sizes": [{"label": s[0], "subdivisions": s[1], "queries_per_regime": s[2]} for s in sizes],
+               "sizes": [{"label": s[0], "subdivisions": s[1], "queries_per_regime": s[2], "blem_queries": s[3]}
+                         for s in sizes],
                "rows": rows}  # fmt: skip
     path = write_json("mesh_contacts", payload, args.out)
     print(f"wrote {path}")

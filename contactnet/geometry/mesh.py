@@ -19,6 +19,7 @@ __all__ = ["Mesh", "MeshBvh", "MeshLibrary"]
 # A face is degenerate when |ab x ac|^2 <= _DEGENERATE * |ab|^2 |ac|^2 (zero area up to rounding:
 # the sine of its sharpest angle is below 1e-6), or when it repeats a vertex index.
 _DEGENERATE = 1e-12
+LEAF_COUNT_BITS = 3  # kLeafCountBits of csrc/common/bvh.h
 
 
 class Mesh:
@@ -135,11 +136,26 @@ class MeshBvh(NamedTuple):
 
     tris: torch.Tensor  # (F, 3, 3) triangles in BVH leaf order, mesh frame
     tri_ids: torch.Tensor  # (F,) int32 mesh-local face id of each row
-    obbs: torch.Tensor  # (N, 5, 3) node oriented boxes: 3 unit axes (rows), centre, half extents
-    children: torch.Tensor  # (N, 2) int32
+    nodes: torch.Tensor  # (N, 16) int32 64-byte node records: float32 box bits (15), link
     dipoles: torch.Tensor  # (N, 7) area vector, centre, radius (fast winding numbers)
     node_offsets: torch.Tensor  # (M + 1,) int64
     face_offsets: torch.Tensor  # (M + 1,) int64
+
+    @property
+    def obbs(self) -> torch.Tensor:
+        """(N, 5, 3) float32 view of the node boxes: 3 unit axes (rows), centre, half extents."""
+        return self.nodes.view(torch.float32)[:, :15].reshape(-1, 5, 3)
+
+    @property
+    def links(self) -> torch.Tensor:
+        """(N,) int32: an internal node's right child (its left child is the next row), or for a
+        leaf -1 - (first_tri << LEAF_COUNT_BITS | (tri_count - 1))."""
+        return self.nodes[:, 15]
+
+    def leaf_range(self, link: int) -> tuple[int, int]:
+        """(first, count) mesh-local leaf-order triangle rows of a leaf's link (< 0)."""
+        code = -1 - int(link)
+        return code >> LEAF_COUNT_BITS, (code & ((1 << LEAF_COUNT_BITS) - 1)) + 1
 
 
 class MeshLibrary:
@@ -210,9 +226,7 @@ class MeshLibrary:
                 self.vertex_offsets.cpu().contiguous(),
                 self.face_offsets.cpu().contiguous(),
             )
-            tris, tri_ids, obbs, children, dipoles, node_offsets = out
-            bvh = MeshBvh(tris, tri_ids, obbs, children, dipoles, node_offsets,
-                          self.face_offsets.cpu())  # fmt: skip
+            bvh = MeshBvh(*out, self.face_offsets.cpu())
             self._bvh = MeshBvh(*(t.to(self.device) for t in bvh))
         return self._bvh
 

@@ -7,21 +7,21 @@
 // face_offsets[m+1); node and triangle indices stored in the arrays are LOCAL to the mesh.
 //   tris      (F, 3, 3) T     triangle vertices in the mesh frame, in BVH leaf order
 //   tri_ids   (F,) int32      mesh-local face index of each row of `tris`
-//   obbs      (N, 5, 3) T     node oriented box (common/box.h): three unit axes (rows), centre,
-//                             half extents, mesh frame
-//   children  (N, 2) int32    internal node: (left, right); leaf: (-1 - first_tri, tri_count)
+//   nodes     (N, 16) int32   one BvhNode (64 bytes) per node: words 0-14 its oriented box as
+//                             float32 bits (common/box.h: three unit axes as rows, centre, half
+//                             extents, mesh frame), word 15 its link (below)
 //   dipoles   (N, 7) T        sum of triangle area vectors (3), area-weighted centre (3), radius
-// Node 0 of each mesh is its root; a node's left child directly follows it (pre-order).
+// Node 0 of each mesh is its root. Nodes are in pre-order: an internal node's left child directly
+// follows it and its link is the right child's index (> 0); a leaf's link is
+// -1 - (first_tri << kLeafCountBits | (tri_count - 1)).
 //
-// Why oriented boxes: they replaced axis-aligned boxes (benchmarks/mesh_contacts.py, one core,
-// float64, pairs of 82k-triangle meshes 0.5 mm apart). The AABB of a tilted surface patch is
-// thick, so near contact most box tests passed: mesh_collide took ~0.8 ms per query with AABBs
-// (and distance-based leaves), ~40 us with OBBs (and triangles_intersect; fcl's OBB collide:
-// ~25 us); mesh_distance went from ~5.7 ms to ~0.6-0.8 ms (with the bound of box.h). One
-// box serves every query: the 15-axis separating-axis test is exact for boxes (collision), and
-// the gap along the direction between the boxes' approximate closest points bounds the distance
-// nearly as tightly as the box allows (box.h). RSS, which PQP and fcl use for distance, is tighter
-// only at its rounded corners and needs an exact rectangle-rectangle distance per test.
+// Why one 64-byte node with a float32 box: near contact a query of 1M-triangle meshes visits a
+// few hundred node pairs, each a dependent load from memory that is not in cache (the trees are
+// ~2 x 128 MB in float64). The float64 box (120 bytes) and the child indices (another array)
+// cost 2-4 cache lines per node; one aligned line per node halves the misses, and the float32
+// box loses nothing that matters (common/box.h: the pruning slack grows to 1e-5 of the pair's
+// scale, micrometres next to millimetre gaps; answers are computed on the triangles, in T).
+//
 #pragma once
 
 #include <cstdint>
@@ -33,19 +33,37 @@ namespace contactnet {
 
 // Triangles per leaf, and the depth bound that fixes every traversal stack. The median-split
 // build gives depth <= ceil(log2(F / kBvhLeafSize)) + 1, so 40 covers 2^40 triangles; the build
-// checks it.
+// checks it. A leaf link holds its count in kLeafCountBits bits, which leaves 31 -
+// kLeafCountBits bits for the first triangle: at most 2^28 triangles per mesh (checked too).
 constexpr int kBvhLeafSize = 4;
+constexpr int kLeafCountBits = 3;
+static_assert(kBvhLeafSize <= (1 << kLeafCountBits), "leaf counts must fit their bits");
 constexpr int kBvhMaxDepth = 40;
 // Dual traversal pops one pair and pushes at most two, one level deeper in one tree.
 constexpr int kDualStack = 2 * kBvhMaxDepth + 2;
 constexpr int kSingleStack = kBvhMaxDepth + 2;
 
+// One node (layout above). Reads are member by member, so the record needs no alignment beyond
+// its words'.
+struct BvhNode {
+  float box[kObbScalars];
+  int32_t link;
+};
+static_assert(sizeof(BvhNode) == 64, "a node is one cache line");
+constexpr int kNodeWords = 16;
+
+CN_HD bool is_leaf(int32_t link) { return link < 0; }
+CN_HD int32_t leaf_first(int32_t link) { return (-1 - link) >> kLeafCountBits; }
+CN_HD int32_t leaf_count(int32_t link) { return ((-1 - link) & ((1 << kLeafCountBits) - 1)) + 1; }
+CN_HD int32_t leaf_link(int64_t first, int64_t count) {
+  return static_cast<int32_t>(-1 - ((first << kLeafCountBits) | (count - 1)));
+}
+
 template <typename T>
 struct BvhView {
   const T* tris;
   const int32_t* tri_ids;
-  const T* obbs;
-  const int32_t* children;
+  const BvhNode* nodes;
   const T* dipoles;
   const int64_t* node_offsets;
   const int64_t* face_offsets;
@@ -56,8 +74,7 @@ template <typename T>
 struct MeshBvh {
   const T* tris;
   const int32_t* tri_ids;
-  const T* obbs;
-  const int32_t* children;
+  const BvhNode* nodes;
   const T* dipoles;
   int64_t num_tris;
 };
@@ -65,8 +82,8 @@ struct MeshBvh {
 template <typename T>
 CN_HD MeshBvh<T> mesh_bvh(const BvhView<T>& v, int64_t m) {
   const int64_t n0 = v.node_offsets[m], f0 = v.face_offsets[m];
-  return {v.tris + 9 * f0, v.tri_ids + f0, v.obbs + kObbScalars * n0, v.children + 2 * n0,
-          v.dipoles + 7 * n0, v.face_offsets[m + 1] - f0};
+  return {v.tris + 9 * f0, v.tri_ids + f0, v.nodes + n0, v.dipoles + 7 * n0,
+          v.face_offsets[m + 1] - f0};
 }
 
 template <typename T>
@@ -74,38 +91,63 @@ CN_HD void load_tri(const T* tris, int64_t i, Vec3<T> out[3]) {
   for (int k = 0; k < 3; ++k) out[k] = load3(tris + 9 * i + 3 * k);
 }
 
+// Box tests run in float32 whatever T: the boxes are stored in float32 (so reading them into
+// double only adds conversions), and their 1e-5 relative slack (box.h) covers float32 arithmetic
+// as well as storage. Float64 gap-regime mesh_collide on 1k-10k-triangle pairs: ~20% faster.
+// The triangle tests at the leaves keep T.
+template <typename T>
+CN_HD Rigid<float> box_frame(const Rigid<T>& f) {
+  Rigid<float> g;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) g.R.m[i][j] = static_cast<float>(f.R.m[i][j]);
+  g.t = make_vec3(static_cast<float>(f.t.x), static_cast<float>(f.t.y), static_cast<float>(f.t.z));
+  return g;
+}
+
 // The two child pairs of node pair (na, nb), not both leaves, with the visitor's bounds: the
 // larger box is split (half extents are frame-free, read in place); the fixed node's part of the
 // relative frame is computed once for both children.
 template <typename T, typename Visitor>
-CN_HD void child_pairs(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<T>& f,
+CN_HD void child_pairs(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<float>& f,
                        const Visitor& visitor, int32_t na, int32_t nb, int32_t pa[2],
                        int32_t pb[2], T lb[2]) {
-  const int32_t a0 = a.children[2 * na], b0 = b.children[2 * nb];
-  const bool leaf_a = a0 < 0, leaf_b = b0 < 0;
-  const T* box_na = a.obbs + kObbScalars * na;
-  const T* box_nb = b.obbs + kObbScalars * nb;
-  const bool split_a = !leaf_a && (leaf_b || box_size_at(box_na) >= box_size_at(box_nb));
+  const BvhNode& node_a = a.nodes[na];
+  const BvhNode& node_b = b.nodes[nb];
+  const bool leaf_a = is_leaf(node_a.link), leaf_b = is_leaf(node_b.link);
+  const bool split_a =
+      !leaf_a && (leaf_b || box_size_at(node_a.box) >= box_size_at(node_b.box));
   if (split_a) {
-    const FixedB<T> fixed = fixed_b(box_nb, f);
+    const FixedB<float> fixed = fixed_b(node_b.box, f);
+    pa[0] = na + 1;
+    pa[1] = node_a.link;
     for (int c = 0; c < 2; ++c) {
-      pa[c] = a.children[2 * na + c];
       pb[c] = nb;
-      lb[c] = visitor.bound(obb_rel(fixed, a.obbs + kObbScalars * pa[c]));
+      lb[c] = visitor.bound(obb_rel(fixed, a.nodes[pa[c]].box));
     }
   } else {
-    const FixedA<T> fixed = fixed_a(box_na, f);
+    const FixedA<float> fixed = fixed_a(node_a.box, f);
+    pb[0] = nb + 1;
+    pb[1] = node_b.link;
     for (int c = 0; c < 2; ++c) {
       pa[c] = na;
-      pb[c] = b.children[2 * nb + c];
-      lb[c] = visitor.bound(obb_rel(fixed, b.obbs + kObbScalars * pb[c]));
+      lb[c] = visitor.bound(obb_rel(fixed, b.nodes[pb[c]].box));
     }
   }
 }
 
+// The pair popped next will read one node's children: start loading both nodes' right children
+// (the left ones are the next rows, which the hardware fetches itself). Their links are in the
+// nodes' own records, already in cache from the box tests that kept the pair.
+template <typename T>
+CN_HD void prefetch_children(const MeshBvh<T>& a, const MeshBvh<T>& b, int32_t na, int32_t nb) {
+  const int32_t la = a.nodes[na].link, lb = b.nodes[nb].link;
+  if (!is_leaf(la)) CN_PREFETCH(a.nodes + la);
+  if (!is_leaf(lb)) CN_PREFETCH(b.nodes + lb);
+}
+
 // Depth-first dual traversal of (a, b), b seen in a's frame through f. The visitor provides
 //   T threshold() const  -- node pairs whose bound exceeds it are pruned;
-//   T bound(const ObbRel<T>& r) const  -- a lower bound on the distance of two node boxes (b in
+//   T bound(const ObbRel<float>& r) const  -- a lower bound on the distance of two node boxes (b in
 //       a's box frame), or any value > threshold() when the boxes cannot hold a pair of interest;
 //   bool leaf(int a_first, int a_count, int b_first, int b_count)  -- returns true to stop.
 // The larger box of a pair is split. Of two child pairs, the one with the smaller bound is
@@ -118,21 +160,22 @@ CN_HD bool dual_traverse(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<T
   T stack_lb[kDualStack];
   stack_a[0] = 0;
   stack_b[0] = 0;
-  stack_lb[0] = visitor.bound(obb_rel(fixed_a(a.obbs, f), b.obbs));
+  const Rigid<float> fb = box_frame(f);
+  stack_lb[0] = visitor.bound(obb_rel(fixed_a(a.nodes[0].box, fb), b.nodes[0].box));
   int top = 1;
   while (top > 0) {
     --top;
     const int32_t na = stack_a[top], nb = stack_b[top];
     if (stack_lb[top] > visitor.threshold()) continue;
-    const int32_t a0 = a.children[2 * na], a1 = a.children[2 * na + 1];
-    const int32_t b0 = b.children[2 * nb], b1 = b.children[2 * nb + 1];
-    if (a0 < 0 && b0 < 0) {
-      if (visitor.leaf(-1 - a0, a1, -1 - b0, b1)) return true;
+    const int32_t la = a.nodes[na].link, lb_ = b.nodes[nb].link;
+    if (is_leaf(la) && is_leaf(lb_)) {
+      if (visitor.leaf(leaf_first(la), leaf_count(la), leaf_first(lb_), leaf_count(lb_)))
+        return true;
       continue;
     }
     int32_t pa[2], pb[2];
     T lb[2];
-    child_pairs(a, b, f, visitor, na, nb, pa, pb, lb);
+    child_pairs(a, b, fb, visitor, na, nb, pa, pb, lb);
     // Push the farther pair first so the nearer one is popped next.
     const int first = lb[0] > lb[1] ? 0 : 1;
     for (int k = 0; k < 2; ++k) {
@@ -143,6 +186,7 @@ CN_HD bool dual_traverse(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<T
       stack_lb[top] = lb[c];
       ++top;
     }
+    if (top > 0) prefetch_children(a, b, stack_a[top - 1], stack_b[top - 1]);
   }
   return false;
 }
@@ -210,14 +254,14 @@ template <typename T, typename Visitor>
 CN_HD bool best_first_traverse(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<T>& f,
                                Visitor& visitor, bool& complete) {
   PairHeap<T> heap;
-  heap.push(0, 0, visitor.bound(obb_rel(fixed_a(a.obbs, f), b.obbs)));
+  const Rigid<float> fb = box_frame(f);
+  heap.push(0, 0, visitor.bound(obb_rel(fixed_a(a.nodes[0].box, fb), b.nodes[0].box)));
   while (heap.size > 0 && !(heap.lb[0] > visitor.threshold())) {
     const int32_t na = heap.na[0], nb = heap.nb[0];
     heap.pop();
-    const int32_t a0 = a.children[2 * na], a1 = a.children[2 * na + 1];
-    const int32_t b0 = b.children[2 * nb], b1 = b.children[2 * nb + 1];
-    if (a0 < 0 && b0 < 0) {
-      if (visitor.leaf(-1 - a0, a1, -1 - b0, b1)) {
+    const int32_t la = a.nodes[na].link, lb_ = b.nodes[nb].link;
+    if (is_leaf(la) && is_leaf(lb_)) {
+      if (visitor.leaf(leaf_first(la), leaf_count(la), leaf_first(lb_), leaf_count(lb_))) {
         complete = heap.complete;
         return true;
       }
@@ -225,7 +269,7 @@ CN_HD bool best_first_traverse(const MeshBvh<T>& a, const MeshBvh<T>& b, const R
     }
     int32_t pa[2], pb[2];
     T lb[2];
-    child_pairs(a, b, f, visitor, na, nb, pa, pb, lb);
+    child_pairs(a, b, fb, visitor, na, nb, pa, pb, lb);
     for (int c = 0; c < 2; ++c)
       if (!(lb[c] > visitor.threshold())) heap.push(pa[c], pb[c], lb[c]);
   }
@@ -245,9 +289,9 @@ CN_HD T winding_number(const MeshBvh<T>& m, const Vec3<T>& p, T beta) {
   T omega = T(0);
   while (top > 0) {
     const int32_t n = stack[--top];
-    const int32_t c0 = m.children[2 * n], c1 = m.children[2 * n + 1];
-    if (c0 < 0) {
-      for (int32_t i = -1 - c0, e = -1 - c0 + c1; i < e; ++i) {
+    const int32_t link = m.nodes[n].link;
+    if (is_leaf(link)) {
+      for (int32_t i = leaf_first(link), e = i + leaf_count(link); i < e; ++i) {
         Vec3<T> t[3];
         load_tri(m.tris, i, t);
         omega += triangle_solid_angle(p, t[0], t[1], t[2]);
@@ -261,8 +305,8 @@ CN_HD T winding_number(const MeshBvh<T>& m, const Vec3<T>& p, T beta) {
       omega += dipole_solid_angle(p, centre, load3(d));
       continue;
     }
-    stack[top++] = c1;
-    stack[top++] = c0;
+    stack[top++] = link;
+    stack[top++] = n + 1;
   }
   return omega * inv_four_pi<T>();
 }

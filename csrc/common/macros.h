@@ -7,6 +7,14 @@
 #define CN_HD inline
 #endif
 
+// A hint to start loading a cache line that will be read soon (host GCC/Clang only; GPU threads
+// hide latency by switching warps instead).
+#if defined(__CUDA_ARCH__) || !(defined(__GNUC__) || defined(__clang__))
+#define CN_PREFETCH(p) ((void)0)
+#else
+#define CN_PREFETCH(p) __builtin_prefetch(p)
+#endif
+
 namespace contactnet {
 
 // Thresholds that depend on precision. All are relative (scale-free), so the same code is

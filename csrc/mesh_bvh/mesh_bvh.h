@@ -8,8 +8,8 @@
 //     vertex_offsets (M + 1,) int64, mesh m owns vertices [vertex_offsets[m], vertex_offsets[m+1])
 //     face_offsets   (M + 1,) int64, mesh m owns faces [face_offsets[m], face_offsets[m+1]);
 //                    every mesh must have at least one face
-//  -> tris (F, 3, 3), tri_ids (F,) int32, obbs (N, 5, 3), children (N, 2) int32,
-//     dipoles (N, 7), node_offsets (M + 1,) int64   (N = total node count)
+//  -> tris (F, 3, 3), tri_ids (F,) int32, nodes (N, 16) int32 (64-byte records: float32 box,
+//     link), dipoles (N, 7), node_offsets (M + 1,) int64   (N = total node count)
 //
 // Every node gets an oriented box fitted to its triangles' vertex covariance (as RAPID and fcl
 // fit theirs); the node is split at the median of its triangle centroids along the box's major
@@ -23,8 +23,7 @@
 
 namespace contactnet {
 
-using BuildMeshBvhOut =
-    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using BuildMeshBvhOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 BuildMeshBvhOut build_mesh_bvh_cpu(const at::Tensor& vertices, const at::Tensor& faces,
                                    const at::Tensor& vertex_offsets,

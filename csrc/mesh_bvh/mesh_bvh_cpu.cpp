@@ -69,16 +69,14 @@ struct Builder {
   const T* tri;           // (F, 3, 3) this mesh's triangles in input order
   const Vec3<T>* centroid;
   int32_t* order;         // permutation being sorted
-  T* obbs;                // this mesh's node rows
-  int32_t* children;
+  BvhNode* nodes;         // this mesh's node rows
   T* dipoles;
   std::vector<double> key;  // split keys, indexed by triangle
 
-  // Fits the node's oriented box (as fcl / RAPID do: axes from the covariance of the node's
-  // triangle vertices, largest spread first) and returns its major axis, along which the node
-  // is split. The box is fitted in double around the axes and centre as rounded to T, then its
-  // half extents are rounded up, so it contains the triangles as stored.
-  Vec3<double> fit_obb(int64_t node, int64_t begin, int64_t end) {
+  // Chooses the node's box axes and centre (as fcl / RAPID do: axes from the covariance of the
+  // node's triangle vertices, largest spread first; centre mid-way along each axis) and returns
+  // the major axis, along which the node is split. Half extents come later (fit_half_extents).
+  Vec3<double> place_obb(int64_t node, int64_t begin, int64_t end) {
     double mean[3] = {0, 0, 0}, cov[3][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
     const double count = 3.0 * static_cast<double>(end - begin);
     for (int64_t i = begin; i < end; ++i)
@@ -103,48 +101,55 @@ struct Builder {
     ax[2][0] = ax[0][1] * ax[1][2] - ax[0][2] * ax[1][1];
     ax[2][1] = ax[0][2] * ax[1][0] - ax[0][0] * ax[1][2];
     ax[2][2] = ax[0][0] * ax[1][1] - ax[0][1] * ax[1][0];
-    T* out = obbs + kObbScalars * node;
-    double axr[3][3];  // axes as stored
-    for (int k = 0; k < 3; ++k)
-      for (int r = 0; r < 3; ++r) {
-        out[3 * k + r] = static_cast<T>(ax[k][r]);
-        axr[k][r] = static_cast<double>(out[3 * k + r]);
-      }
     double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     for (int64_t i = begin; i < end; ++i)
       for (int k = 0; k < 3; ++k) {
         const T* v = tri + 9 * order[i] + 3 * k;
         for (int a = 0; a < 3; ++a) {
-          const double s = axr[a][0] * v[0] + axr[a][1] * v[1] + axr[a][2] * v[2];
+          const double s = ax[a][0] * v[0] + ax[a][1] * v[1] + ax[a][2] * v[2];
           lo[a] = std::min(lo[a], s);
           hi[a] = std::max(hi[a], s);
         }
       }
-    double centre[3] = {0, 0, 0};
-    for (int a = 0; a < 3; ++a)
-      for (int r = 0; r < 3; ++r) centre[r] += axr[a][r] * 0.5 * (lo[a] + hi[a]);
-    double cr[3];
+    float* out = nodes[node].box;
     for (int r = 0; r < 3; ++r) {
-      out[9 + r] = static_cast<T>(centre[r]);
-      cr[r] = static_cast<double>(out[9 + r]);
+      double centre = 0.0;
+      for (int a = 0; a < 3; ++a) {
+        out[3 * a + r] = static_cast<float>(ax[a][r]);
+        centre += ax[a][r] * 0.5 * (lo[a] + hi[a]);
+      }
+      out[9 + r] = static_cast<float>(centre);
     }
+    return {ax[0][0], ax[0][1], ax[0][2]};
+  }
+
+  // Half extents of a placed box, fitted in double around its axes and centre AS STORED in
+  // float32 (read back from the node, after the whole tree is placed: computing them from the
+  // double values that were rounded into the node let GCC 12 -O3 mix rounded and unrounded
+  // copies, and boxes missed their triangles by ~1e-9), then rounded up: the box contains the
+  // triangles as stored.
+  void fit_half_extents(int64_t node, int64_t begin, int64_t end) {
+    float* box = nodes[node].box;
+    double axes[3][3], centre[3];
+    for (int k = 0; k < 9; ++k) axes[k / 3][k % 3] = box[k];
+    for (int r = 0; r < 3; ++r) centre[r] = box[9 + r];
     double half[3] = {0, 0, 0};
     for (int64_t i = begin; i < end; ++i)
       for (int k = 0; k < 3; ++k) {
         const T* v = tri + 9 * order[i] + 3 * k;
         for (int a = 0; a < 3; ++a) {
-          const double s = axr[a][0] * (v[0] - cr[0]) + axr[a][1] * (v[1] - cr[1]) +
-                           axr[a][2] * (v[2] - cr[2]);
+          const double s = axes[a][0] * (v[0] - centre[0]) + axes[a][1] * (v[1] - centre[1]) +
+                           axes[a][2] * (v[2] - centre[2]);
           half[a] = std::max(half[a], std::abs(s));
         }
       }
     for (int a = 0; a < 3; ++a) {
-      const double grown = half[a] * (1.0 + 4.0 * std::numeric_limits<T>::epsilon());
-      T h = static_cast<T>(grown);
-      if (static_cast<double>(h) < grown) h = std::nextafter(h, std::numeric_limits<T>::infinity());
-      out[12 + a] = h;
+      const double grown = half[a] * (1.0 + 4.0 * std::numeric_limits<float>::epsilon());
+      float h = static_cast<float>(grown);
+      if (static_cast<double>(h) < grown)
+        h = std::nextafter(h, std::numeric_limits<float>::infinity());
+      box[12 + a] = h;
     }
-    return {ax[0][0], ax[0][1], ax[0][2]};
   }
 
   // Dipole of the node for the fast winding number: area vector, area-weighted centre, radius.
@@ -177,13 +182,22 @@ struct Builder {
     dipoles[7 * node + 6] = radius;
   }
 
+  // Pre-order walk of a built subtree (the same ranges build() split into).
+  void fit_all_half_extents(int64_t node, int64_t begin, int64_t end) {
+    fit_half_extents(node, begin, end);
+    const int32_t link = nodes[node].link;
+    if (is_leaf(link)) return;
+    const int64_t mid = begin + (end - begin) / 2;
+    fit_all_half_extents(node + 1, begin, mid);
+    fit_all_half_extents(link, mid, end);
+  }
+
   void build(int64_t node, int64_t begin, int64_t end) {
-    const Vec3<double> major = fit_obb(node, begin, end);
+    const Vec3<double> major = place_obb(node, begin, end);
     fill_dipole(node, begin, end);
     const int64_t n = end - begin;
     if (n <= kBvhLeafSize) {
-      children[2 * node] = static_cast<int32_t>(-1 - begin);
-      children[2 * node + 1] = static_cast<int32_t>(n);
+      nodes[node].link = leaf_link(begin, n);
       return;
     }
     // Median split of the centroids along the box's major axis (ties by index, so the build is
@@ -199,8 +213,7 @@ struct Builder {
     });
     const int64_t left = node + 1;
     const int64_t right = left + count_nodes(n / 2);
-    children[2 * node] = static_cast<int32_t>(left);
-    children[2 * node + 1] = static_cast<int32_t>(right);
+    nodes[node].link = static_cast<int32_t>(right);
     build(left, begin, mid);
     build(right, mid, end);
   }
@@ -209,7 +222,7 @@ struct Builder {
 template <typename T>
 void build_all(const at::Tensor& vertices, const at::Tensor& faces, const int64_t* voff,
                const int64_t* foff, int64_t num_meshes, const int64_t* noff, at::Tensor& tris,
-               at::Tensor& tri_ids, at::Tensor& obbs, at::Tensor& children, at::Tensor& dipoles) {
+               at::Tensor& tri_ids, at::Tensor& nodes, at::Tensor& dipoles) {
   const T* V = vertices.data_ptr<T>();
   const int64_t* Fc = faces.data_ptr<int64_t>();
   T* out_tris = tris.data_ptr<T>();
@@ -233,11 +246,11 @@ void build_all(const at::Tensor& vertices, const at::Tensor& faces, const int64_
       Builder<T> b{tri.data(),
                    centroid.data(),
                    order.data(),
-                   obbs.data_ptr<T>() + kObbScalars * noff[m],
-                   children.data_ptr<int32_t>() + 2 * noff[m],
+                   reinterpret_cast<BvhNode*>(nodes.data_ptr<int32_t>()) + noff[m],
                    dipoles.data_ptr<T>() + 7 * noff[m],
                    std::vector<double>(nf)};
       b.build(0, 0, nf);
+      b.fit_all_half_extents(0, 0, nf);
       for (int64_t i = 0; i < nf; ++i) {
         std::copy(tri.data() + 9 * order[i], tri.data() + 9 * order[i] + 9,
                   out_tris + 9 * (f0 + i));
@@ -273,6 +286,8 @@ BuildMeshBvhOut build_mesh_bvh_cpu(const at::Tensor& vertices, const at::Tensor&
   for (int64_t m = 0; m < num_meshes; ++m) {
     const int64_t nf = foff[m + 1] - foff[m], nv = voff[m + 1] - voff[m];
     TORCH_CHECK(nf >= 1, "build_mesh_bvh: mesh ", m, " has no faces");
+    TORCH_CHECK(nf <= (int64_t(1) << (31 - kLeafCountBits)), "build_mesh_bvh: mesh ", m, " has ",
+                nf, " faces, more than the 2^", 31 - kLeafCountBits, " a leaf link can address");
     TORCH_CHECK(tree_depth(nf) <= kBvhMaxDepth, "build_mesh_bvh: mesh ", m, " too large");
     for (int64_t i = 3 * foff[m]; i < 3 * foff[m + 1]; ++i)
       TORCH_CHECK(F[i] >= 0 && F[i] < nv, "build_mesh_bvh: mesh ", m,
@@ -283,23 +298,21 @@ BuildMeshBvhOut build_mesh_bvh_cpu(const at::Tensor& vertices, const at::Tensor&
   const auto opt = vertices.options();
   at::Tensor tris = at::empty({faces.size(0), 3, 3}, opt);
   at::Tensor tri_ids = at::empty({faces.size(0)}, opt.dtype(at::kInt));
-  at::Tensor obbs = at::empty({nodes, 5, 3}, opt);
-  at::Tensor children = at::empty({nodes, 2}, opt.dtype(at::kInt));
+  at::Tensor node_rows = at::empty({nodes, kNodeWords}, opt.dtype(at::kInt));
   at::Tensor dipoles = at::empty({nodes, 7}, opt);
   at::Tensor node_offsets = at::empty({num_meshes + 1}, opt.dtype(at::kLong));
   std::copy(noff.begin(), noff.end(), node_offsets.data_ptr<int64_t>());
   AT_DISPATCH_FLOATING_TYPES(vertices.scalar_type(), "build_mesh_bvh", [&] {
-    build_all<scalar_t>(vertices, faces, voff, foff, num_meshes, noff.data(), tris, tri_ids, obbs,
-                        children, dipoles);
+    build_all<scalar_t>(vertices, faces, voff, foff, num_meshes, noff.data(), tris, tri_ids,
+                        node_rows, dipoles);
   });
-  return {tris, tri_ids, obbs, children, dipoles, node_offsets};
+  return {tris, tri_ids, node_rows, dipoles, node_offsets};
 }
 
 TORCH_LIBRARY_FRAGMENT(contactnet, m) {
   m.def(
       "build_mesh_bvh(Tensor vertices, Tensor faces, Tensor vertex_offsets, Tensor face_offsets) "
-      "-> (Tensor tris, Tensor tri_ids, Tensor obbs, Tensor children, Tensor dipoles, "
-      "Tensor node_offsets)");
+      "-> (Tensor tris, Tensor tri_ids, Tensor nodes, Tensor dipoles, Tensor node_offsets)");
 }
 
 TORCH_LIBRARY_IMPL(contactnet, CPU, m) { m.impl("build_mesh_bvh", &build_mesh_bvh_cpu); }

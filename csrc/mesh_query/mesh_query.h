@@ -2,7 +2,7 @@
 // = (mesh ids_a[q] at poses_a[q], mesh ids_b[q] at poses_b[q]). float32 or float64; one device.
 //
 // Every op starts with the library's BVH tensors (from contactnet::build_mesh_bvh):
-//     tris (F, 3, 3) T, tri_ids (F,) int32, obbs (N, 5, 3) T, children (N, 2) int32,
+//     tris (F, 3, 3) T, tri_ids (F,) int32, nodes (N, 16) int32 (BvhNode records),
 //     dipoles (N, 7) T, node_offsets (M + 1,) int64, face_offsets (M + 1,) int64,
 //     ids_a (Q,) int64, ids_b (Q,) int64, poses_a (Q, 7) T, poses_b (Q, 7) T
 //     (poses [x, y, z, qw, qx, qy, qz] with unit quaternions; ids in [0, M))
@@ -36,15 +36,14 @@
 #include "mesh_query/mesh_query_kernels.h"
 
 // The BVH tensors and queries every device entry point takes, and their bundle.
-#define CN_BVH_ARGS                                                                           \
-  const at::Tensor &tris, const at::Tensor &tri_ids, const at::Tensor &obbs,                  \
-      const at::Tensor &children, const at::Tensor &dipoles, const at::Tensor &node_offsets, \
-      const at::Tensor &face_offsets, const at::Tensor &ids_a, const at::Tensor &ids_b,      \
-      const at::Tensor &poses_a, const at::Tensor &poses_b
-#define CN_BVH_PASS                                                                          \
-  BvhTensors {                                                                               \
-    tris, tri_ids, obbs, children, dipoles, node_offsets, face_offsets, ids_a, ids_b, poses_a, \
-        poses_b                                                                              \
+#define CN_BVH_ARGS                                                                             \
+  const at::Tensor &tris, const at::Tensor &tri_ids, const at::Tensor &nodes,                   \
+      const at::Tensor &dipoles, const at::Tensor &node_offsets, const at::Tensor &face_offsets, \
+      const at::Tensor &ids_a, const at::Tensor &ids_b, const at::Tensor &poses_a,              \
+      const at::Tensor &poses_b
+#define CN_BVH_PASS                                                                            \
+  BvhTensors {                                                                                 \
+    tris, tri_ids, nodes, dipoles, node_offsets, face_offsets, ids_a, ids_b, poses_a, poses_b  \
   }
 
 namespace contactnet {
@@ -54,7 +53,7 @@ using BlemRawOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at
                               at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 struct BvhTensors {
-  const at::Tensor &tris, &tri_ids, &obbs, &children, &dipoles, &node_offsets, &face_offsets;
+  const at::Tensor &tris, &tri_ids, &nodes, &dipoles, &node_offsets, &face_offsets;
   const at::Tensor &ids_a, &ids_b, &poses_a, &poses_b;
 };
 
@@ -77,27 +76,26 @@ inline void check_query_values(const BvhTensors& b, int64_t num_meshes);
 inline void check_query_inputs(const BvhTensors& b) {
   check_float_input(b.tris, "tris", {-1, 3, 3});
   check_input(b.tri_ids, "tri_ids", {b.tris.size(0)});
-  check_float_input(b.obbs, "obbs", {-1, 5, 3});
-  check_input(b.children, "children", {b.obbs.size(0), 2});
-  check_input(b.dipoles, "dipoles", {b.obbs.size(0), 7});
+  check_input(b.nodes, "nodes", {-1, kNodeWords});
+  check_input(b.dipoles, "dipoles", {b.nodes.size(0), 7});
   check_input(b.node_offsets, "node_offsets", {-1});
   check_input(b.face_offsets, "face_offsets", {b.node_offsets.size(0)});
   check_input(b.ids_a, "ids_a", {-1});
   check_input(b.ids_b, "ids_b", {b.ids_a.size(0)});
   check_float_input(b.poses_a, "poses_a", {b.ids_a.size(0), 7});
   check_float_input(b.poses_b, "poses_b", {b.ids_a.size(0), 7});
-  TORCH_CHECK(b.tri_ids.scalar_type() == at::kInt && b.children.scalar_type() == at::kInt,
-              "tri_ids, children: expected int32");
+  TORCH_CHECK(b.tri_ids.scalar_type() == at::kInt && b.nodes.scalar_type() == at::kInt,
+              "tri_ids, nodes: expected int32");
   TORCH_CHECK(b.node_offsets.scalar_type() == at::kLong &&
                   b.face_offsets.scalar_type() == at::kLong &&
                   b.ids_a.scalar_type() == at::kLong && b.ids_b.scalar_type() == at::kLong,
               "node_offsets, face_offsets, ids_a, ids_b: expected int64");
-  const at::Tensor* all[] = {&b.tri_ids, &b.obbs, &b.children, &b.dipoles, &b.node_offsets,
+  const at::Tensor* all[] = {&b.tri_ids, &b.nodes, &b.dipoles, &b.node_offsets,
                              &b.face_offsets, &b.ids_a, &b.ids_b, &b.poses_a, &b.poses_b};
   for (const at::Tensor* t : all)
     TORCH_CHECK(t->device() == b.tris.device(), "mesh query inputs must share one device, got ",
                 t->device(), " and ", b.tris.device());
-  for (const at::Tensor* t : {&b.obbs, &b.dipoles, &b.poses_a, &b.poses_b})
+  for (const at::Tensor* t : {&b.dipoles, &b.poses_a, &b.poses_b})
     TORCH_CHECK(t->scalar_type() == b.tris.scalar_type(),
                 "mesh query float inputs must share one dtype");
   const int64_t num_meshes = b.node_offsets.size(0) - 1;
@@ -122,8 +120,8 @@ inline void check_query_values(const BvhTensors& b, int64_t num_meshes) {
 
 template <typename T>
 QueryInputs<T> query_inputs(const BvhTensors& b) {
-  return {{b.tris.data_ptr<T>(), b.tri_ids.data_ptr<int32_t>(), b.obbs.data_ptr<T>(),
-           b.children.data_ptr<int32_t>(), b.dipoles.data_ptr<T>(),
+  return {{b.tris.data_ptr<T>(), b.tri_ids.data_ptr<int32_t>(),
+           reinterpret_cast<const BvhNode*>(b.nodes.data_ptr<int32_t>()), b.dipoles.data_ptr<T>(),
            b.node_offsets.data_ptr<int64_t>(), b.face_offsets.data_ptr<int64_t>()},
           b.ids_a.data_ptr<int64_t>(),
           b.ids_b.data_ptr<int64_t>(),

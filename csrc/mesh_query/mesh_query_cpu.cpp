@@ -116,7 +116,7 @@ BlemRawOut blem_contacts_raw_cpu(CN_BVH_ARGS, const at::Tensor& r_a, const at::T
 }  // namespace
 
 #define CN_BVH_SCHEMA                                                                     \
-  "Tensor tris, Tensor tri_ids, Tensor obbs, Tensor children, Tensor dipoles, "         \
+  "Tensor tris, Tensor tri_ids, Tensor nodes, Tensor dipoles, "                         \
   "Tensor node_offsets, Tensor face_offsets, Tensor ids_a, Tensor ids_b, Tensor poses_a, " \
   "Tensor poses_b"
 

@@ -152,7 +152,12 @@ struct IntersectVisitor {
   int hit_a, hit_b;  // leaf-order rows of the first intersecting pair found
   CN_HD T threshold() const { return T(0); }
   // 1 (> threshold, pruned) when a separating axis exists.
-  CN_HD T bound(const ObbRel<T>& r) const { return obb_disjoint(r) ? T(1) : T(0); }
+  // 1 (> threshold, pruned) when a separating axis exists, else the boxes' separation (<= 0):
+  // of two overlapping child pairs the deeper one is entered first (box.h).
+  CN_HD T bound(const ObbRel<float>& r) const {
+    const float g = obb_separation(r);
+    return g > r.slack ? T(1) : T(g - r.slack);
+  }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     LeafTri<T> Bs[kBvhLeafSize];
     load_leaf_b(qf, fb, nb, Bs, false);
@@ -182,7 +187,9 @@ struct DistanceVisitor {
   int64_t ta, tb;
 
   CN_HD T threshold() const { return best; }
-  CN_HD T bound(const ObbRel<T>& r) const { return obb_distance_lower_bound(r, best); }
+  CN_HD T bound(const ObbRel<float>& r) const {
+    return obb_distance_lower_bound(r, static_cast<float>(best));
+  }
   // Exact distance of A's triangle i and B's triangle j (leaf-order rows, B's in A's frame);
   // returns true when it is 0 (nothing can be closer).
   CN_HD bool try_pair(const Vec3<T> A[3], const Vec3<T> B[3], int i, int j) {
@@ -352,7 +359,9 @@ struct BlemVisitor {
   int64_t count;
 
   CN_HD T threshold() const { return ra + rb; }
-  CN_HD T bound(const ObbRel<T>& r) const { return obb_distance_lower_bound(r, ra + rb); }
+  CN_HD T bound(const ObbRel<float>& r) const {
+    return obb_distance_lower_bound(r, static_cast<float>(ra + rb));
+  }
   CN_HD bool leaf(int fa, int na, int fb, int nb) {
     LeafTri<T> Bs[kBvhLeafSize];
     load_leaf_b(qf, fb, nb, Bs);

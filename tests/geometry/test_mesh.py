@@ -74,8 +74,8 @@ def test_bvh_cached_and_moved(device):
     assert lib.bvh is b1
     moved = lib.to(device)
     assert moved.bvh.tris.device.type == device
-    assert torch.equal(moved.bvh.obbs.cpu(), b1.obbs)
+    assert torch.equal(moved.bvh.nodes.cpu(), b1.nodes)
     f32 = lib.to(dtype=torch.float32)
     assert f32.bvh.tris.dtype == torch.float32
     # memory is linear in triangles: BVH nodes <= F / 2 for leaves of up to 4 triangles
-    assert b1.obbs.shape[0] <= lib.faces.shape[0]
+    assert b1.nodes.shape[0] <= lib.faces.shape[0]
