@@ -121,11 +121,15 @@ def sample_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spe
     if not spec.manipulate:
         return _on_library_device(lib, *_uniform_poses(lib, ids_a, ids_b, spec, generator))
     poses_a, poses_b, s = start_poses(lib, ids_a, ids_b, spec, generator)
-    out = (poses_a, *manipulate(lib, ids_a, ids_b, poses_a, poses_b, s))
-    if spec.uniform_fraction > 0:
-        uniform = _on_library_device(lib, *_uniform_poses(lib, ids_a, ids_b, spec, generator))
-        pick = (torch.rand(len(ids_a), generator=generator) < spec.uniform_fraction).to(lib.device)
-        out = tuple(torch.where(pick.view(-1, *[1] * (m.dim() - 1)), u, m) for u, m in zip(uniform, out))
+    if spec.uniform_fraction == 0:
+        return (poses_a, *manipulate(lib, ids_a, ids_b, poses_a, poses_b, s))
+    out = _on_library_device(lib, *_uniform_poses(lib, ids_a, ids_b, spec, generator))
+    # Only the rows that stay manipulated pay for manipulate's distance queries.
+    keep = torch.rand(len(ids_a), generator=generator) >= spec.uniform_fraction
+    manipulated = (poses_a[keep], *manipulate(lib, ids_a[keep], ids_b[keep], poses_a[keep], poses_b[keep], s[keep]))
+    keep = keep.to(lib.device)
+    for o, m in zip(out, manipulated):
+        o[keep] = m.to(o.device)
     return out
 
 
