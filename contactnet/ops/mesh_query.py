@@ -111,26 +111,22 @@ def _check_queries(lib, ids_a, ids_b, poses_a, poses_b):
     on_cpu = device == _CPU
     out = []
     for name, p in (("poses_a", poses_a), ("poses_b", poses_b)):
-        if type(p) is torch.Tensor and p.dtype == dtype and p.device == device and p.shape == (q, 7):
-            # the common case in a hot loop, in as few tensor calls as it takes
-            if not on_cpu:
-                check_poses(p, name)
-            out.append(p.contiguous())
-            continue
-        if isinstance(p, torch.Tensor) and p.dim() == 2 and p.shape[0] != q:
-            raise ValueError(f"{name} has batch size {p.shape[0]} but ids_a has {q}")
-        if isinstance(p, torch.Tensor) and p.numel() == 0 and p.dim() == 2 and p.shape[1] == 7:
-            out.append(p.to(dtype).contiguous())
-            continue
-        if not isinstance(p, torch.Tensor):
-            raise TypeError(f"{name}: expected a torch.Tensor, got {type(p).__name__}")
-        if p.dim() != 2 or p.shape[1] != 7:
-            raise ValueError(f"{name}: expected shape (Q, 7) [x, y, z, qw, qx, qy, qz], got "
-                             f"{tuple(p.shape)}")  # fmt: skip
-        if p.dtype != dtype:
-            raise TypeError(f"{name} has dtype {p.dtype} but the library is {dtype}")
-        if p.device != device:
-            raise ValueError(f"{name} is on {p.device} but the library is on {device}")
+        # Well-formed poses (the common case in a hot loop) skip the checks below: a few tensor calls.
+        if not (type(p) is torch.Tensor and p.dtype == dtype and p.device == device and p.shape == (q, 7)):
+            if isinstance(p, torch.Tensor) and p.dim() == 2 and p.shape[0] != q:
+                raise ValueError(f"{name} has batch size {p.shape[0]} but ids_a has {q}")
+            if isinstance(p, torch.Tensor) and p.numel() == 0 and p.dim() == 2 and p.shape[1] == 7:
+                out.append(p.to(dtype).contiguous())
+                continue
+            if not isinstance(p, torch.Tensor):
+                raise TypeError(f"{name}: expected a torch.Tensor, got {type(p).__name__}")
+            if p.dim() != 2 or p.shape[1] != 7:
+                raise ValueError(f"{name}: expected shape (Q, 7) [x, y, z, qw, qx, qy, qz], got "
+                                 f"{tuple(p.shape)}")  # fmt: skip
+            if p.dtype != dtype:
+                raise TypeError(f"{name} has dtype {p.dtype} but the library is {dtype}")
+            if p.device != device:
+                raise ValueError(f"{name} is on {p.device} but the library is on {device}")
         if not on_cpu:
             check_poses(p, name)
         out.append(p.contiguous())
