@@ -117,18 +117,20 @@ def generate_shards(lib: MeshLibrary, spec: DatasetSpec, root: str | Path, shard
 
 def check_spec(root: Path, spec: DatasetSpec) -> None:
     """Resuming must not mix shards of two configs: the spec a folder was started with is kept in
-    spec.json (or its manifest, for folders written before spec.json existed) and must match."""
+    spec.json (or its manifest, for folders written before spec.json existed) and must match.
+    `num_shards` alone may change: shard i does not depend on it, so a dataset grows (or is read
+    shorter) without redoing the shards it has."""
     path = root / "spec.json"
     current = json.loads(json.dumps(asdict(spec)))  # as stored: tuples become lists
     stored = (json.loads(path.read_text()) if path.exists()
               else load_manifest(root)["spec"] if (root / "manifest.json").exists() else None)  # fmt: skip
     if stored is not None:
         stored = json.loads(json.dumps(asdict(DatasetSpec(**stored))))  # newer fields: defaults
-        changed = sorted(k for k in current if stored.get(k) != current[k])
+        changed = sorted(k for k in current if k != "num_shards" and stored.get(k) != current[k])
         if changed:
             raise ValueError(f"out_dir: {root} holds shards of a different config (differs in {changed}); "
                              "delete the folder or give the data config another name")
-    if not path.exists():
+    if stored != current:
         write_json_atomic(path, current)
 
 

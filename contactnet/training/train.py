@@ -37,7 +37,7 @@ def baseline_accuracies(datamodule) -> dict[str, dict[str, float]]:
 def train(cfg: DictConfig) -> dict:
     L.seed_everything(cfg.seed, workers=True)
     if cfg.generate_data:
-        generate(cfg.data, cfg.datamodule.root)
+        generate(cfg.data, cfg.datamodule.root, workers=cfg.get("generate_workers", 1))
     datamodule = hydra.utils.instantiate(cfg.datamodule)
     model = hydra.utils.instantiate(cfg.model)
     # Set after instantiation: passed through instantiate, this `_target_` dict would be built.

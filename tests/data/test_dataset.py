@@ -78,6 +78,20 @@ def test_resume_refuses_a_changed_config(lib, tmp_path):
         generate_shards(lib, _spec(num_shards=2, seed=8), tmp_path, progress=False)
 
 
+def test_more_shards_extend_a_dataset(lib, tmp_path):
+    # Shard i does not depend on num_shards: a grown config keeps the shards on disk, adds the
+    # rest, and equals a run made at the larger size from the start.
+    generate_shards(lib, _spec(num_shards=2), tmp_path / "grown", progress=False)
+    before = _bytes(tmp_path / "grown", 1)
+    assert generate_shards(lib, _spec(num_shards=3), tmp_path / "grown", progress=False) == [2]
+    assert _bytes(tmp_path / "grown", 1) == before
+    assert json.loads((tmp_path / "grown" / "spec.json").read_text())["num_shards"] == 3
+    generate_shards(lib, _spec(num_shards=3), tmp_path / "whole", progress=False)
+    for i in range(3):
+        assert _bytes(tmp_path / "grown", i) == _bytes(tmp_path / "whole", i)
+    assert write_manifest(tmp_path / "grown", _spec(num_shards=2))["stats"]["samples"] == 2 * 2 * 20
+
+
 def test_shards_made_separately_equal_one_run(lib, tmp_path):
     spec = _spec()
     generate_shards(lib, spec, tmp_path / "one", progress=False)
