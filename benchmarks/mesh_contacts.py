@@ -10,6 +10,10 @@ to a surface gap of +0.5 mm ("gap" regime) and the same pairs pushed 1 mm deeper
 core, so the per-core ratio uses our float64 library at 1 thread; float32 (the default) is shown
 beside it.
 
+Every timing, ours and the peers', is the best of 3 calls (2 with --quick) after one warm-up call,
+the 1M pair's included: a single call of a 1M-triangle BLEM query varies by up to 40% with how
+the kernel hands out the pages of its output.
+
     python benchmarks/mesh_contacts.py [--quick] [--radius 0.001] [--gap 0.0005] [--out FILE]
 """
 
@@ -148,7 +152,6 @@ def bench_size(label: str, subdivisions: int, q: int, q_blem: int, radius: float
     klampt, fcl = Klampt(a, b), Fcl(a, b)
     print(f"[{label}] {a.num_faces} triangles per mesh, {q} queries per regime ({q_blem} for BLEM); "
           f"setup {time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
-    slow = a.num_faces > 500_000
     ids_a, ids_b = torch.zeros(q, dtype=torch.int64), torch.ones(q, dtype=torch.int64)
     qb = q_blem
 
@@ -166,7 +169,6 @@ def bench_size(label: str, subdivisions: int, q: int, q_blem: int, radius: float
         }  # fmt: skip
         ours, results = {}, {}
         for name, fn in ours_ops.items():
-            reps, warm = (1, 0) if slow and name.startswith("blem") else (repeats, 1)
             n_q = qb if name.startswith("blem") else q
             speed = {}
             for key, dtype, threads in (("1t", torch.float64, 1), ("all", torch.float64, all_threads),
@@ -174,7 +176,7 @@ def bench_size(label: str, subdivisions: int, q: int, q_blem: int, radius: float
                 lib = libs[dtype]
                 pa, pb = pa64.to(dtype), pb64.to(dtype)
                 torch.set_num_threads(threads)
-                seconds, out = timed(lambda: fn(lib, pa, pb), repeats=reps, warmup=warm)
+                seconds, out = timed(lambda: fn(lib, pa, pb), repeats=repeats)
                 speed[key] = n_q / seconds
                 if key == "1t":
                     results[name] = out
@@ -184,7 +186,6 @@ def bench_size(label: str, subdivisions: int, q: int, q_blem: int, radius: float
         ka, kb = Klampt.transforms(pa64), Klampt.transforms(pb64)
         kba, kbb = Klampt.transforms(bp64[0]), Klampt.transforms(bp64[1])
         fa, fb = fcl.transforms(pa64), fcl.transforms(pb64)
-        peer_reps = 1 if slow else repeats
         peers = {  # our op -> [(peer name, call)]
             "blem_contacts": [("klampt.contacts", lambda: klampt.run("contacts", kba, kbb, radius, radius))],
             "mesh_distance": [("klampt.distance", lambda: klampt.run("distance", ka, kb)),
@@ -199,9 +200,7 @@ def bench_size(label: str, subdivisions: int, q: int, q_blem: int, radius: float
             n_q = qb if name.startswith("blem") else q
             for peer, call in peers[name]:
                 if peer not in peer_cache:  # the capped row reuses the uncapped Klampt timing
-                    # Klampt's contacts take seconds per query from 100k triangles: one pass
-                    slow_peer = peer == "klampt.contacts" and a.num_faces > 50_000
-                    seconds, out = timed(call, repeats=1 if slow_peer else peer_reps, warmup=0 if slow_peer else 1)
+                    seconds, out = timed(call, repeats=repeats)
                     peer_cache[peer] = (n_q / seconds, out, seconds)
                 peer_qps, peer_out, peer_s = peer_cache[peer]
                 row = {"size": label, "triangles": a.num_faces, "regime": regime, "queries": n_q, "op": name,

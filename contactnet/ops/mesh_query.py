@@ -195,7 +195,10 @@ def blem_contacts(lib: MeshLibrary, ids_a, ids_b, poses_a: torch.Tensor, poses_b
     candidates, with depth r_a + r_b + retraction length (paper Fig. 6).
 
     max_contacts: None returns every pair's contact, in BVH traversal order. An int k clusters
-    each query's contacts to at most k (`cluster_contacts`), honouring the cap.
+    each query's contacts to at most k, honouring the cap: the same contacts, bit for bit, as
+    `cluster_contacts(blem_contacts(...), k, normal_weight, depth_weight)`, without keeping
+    what the clustering drops (the traversal writes points, normals, depths and the triangle
+    pair; the kept contacts' other fields are recomputed).
 
     Returns Contacts in the packed layout (see `Contacts`).
     """
@@ -203,12 +206,45 @@ def blem_contacts(lib: MeshLibrary, ids_a, ids_b, poses_a: torch.Tensor, poses_b
     q = ids_a.shape[0]
     ra = _radii(r_a, "r_a", q, lib)
     rb = _radii(r_b, "r_b", q, lib)
-    out = _ops.blem_contacts_raw(*lib.bvh, ids_a, ids_b, poses_a, poses_b, ra, rb)
-    offsets = out[-1]
-    raw = Contacts(*out[:-1], offsets[1:] - offsets[:-1], offsets)
     if max_contacts is None:
-        return raw
-    return cluster_contacts(raw, max_contacts, normal_weight, depth_weight)
+        out = _ops.blem_contacts_raw(*lib.bvh, ids_a, ids_b, poses_a, poses_b, ra, rb)
+        offsets = out[-1]
+        return Contacts(*out[:-1], offsets[1:] - offsets[:-1], offsets)
+    kmeans_sample = _check_cluster_args(max_contacts, None)
+    points, normals, depths, _, _, _, rows_a, rows_b, _, offsets = _ops.blem_contacts_raw(
+        *lib.bvh, ids_a, ids_b, poses_a, poses_b, ra, rb, True)
+    pts, nrm, dep, src, counts, out_offsets = _cluster(
+        points, normals, depths, offsets, max_contacts, normal_weight, depth_weight, kmeans_sample)
+    query = torch.repeat_interleave(torch.arange(q, device=counts.device), counts)
+    kept = _ops.blem_contact_rows(*lib.bvh, ids_a, ids_b, poses_a, poses_b, ra, rb, query,
+                                  rows_a[src], rows_b[src])  # fmt: skip
+    return Contacts(pts, nrm, dep, *kept[3:], counts=counts, offsets=out_offsets)
+
+
+def _check_cluster_args(max_contacts, kmeans_sample) -> int:
+    """kmeans_sample, defaulted; both checked."""
+    if isinstance(max_contacts, bool) or not isinstance(max_contacts, int) or max_contacts < 1:
+        raise ValueError(f"max_contacts: expected an int >= 1, got {max_contacts!r}")
+    if kmeans_sample is None:
+        kmeans_sample = KMEANS_SAMPLES_PER_CLUSTER * max_contacts
+    if (isinstance(kmeans_sample, bool) or not isinstance(kmeans_sample, int)
+            or kmeans_sample < max_contacts):  # fmt: skip
+        raise ValueError(f"kmeans_sample: expected an int >= max_contacts ({max_contacts}), got "
+                         f"{kmeans_sample!r}")  # fmt: skip
+    return kmeans_sample
+
+
+def _cluster(points, normals, depths, offsets, max_contacts, normal_weight, depth_weight, kmeans_sample):
+    """The clustering op over packed contact columns: (points, normals, depths, src, counts,
+    offsets) of the clusters, packed; src (C,) are the rows of their deepest members."""
+    pts, nrm, dep, src, counts = _ops.cluster_contacts(
+        points, normals, depths, offsets, max_contacts, float(normal_weight), float(depth_weight),
+        HIERARCHICAL_MAX, kmeans_sample,
+    )  # fmt: skip
+    valid = torch.arange(max_contacts, device=counts.device)[None, :] < counts[:, None]
+    out_offsets = torch.zeros_like(offsets)
+    out_offsets[1:] = torch.cumsum(counts, 0)
+    return pts[valid], nrm[valid], dep[valid], src[valid], counts, out_offsets
 
 
 def cluster_contacts(contacts: Contacts, max_contacts: int, normal_weight: float = 0.1,
@@ -232,27 +268,16 @@ def cluster_contacts(contacts: Contacts, max_contacts: int, normal_weight: float
     """
     if not isinstance(contacts, Contacts):
         raise TypeError(f"contacts: expected Contacts, got {type(contacts).__name__}")
-    if isinstance(max_contacts, bool) or not isinstance(max_contacts, int) or max_contacts < 1:
-        raise ValueError(f"max_contacts: expected an int >= 1, got {max_contacts!r}")
-    if kmeans_sample is None:
-        kmeans_sample = KMEANS_SAMPLES_PER_CLUSTER * max_contacts
-    if (isinstance(kmeans_sample, bool) or not isinstance(kmeans_sample, int)
-            or kmeans_sample < max_contacts):  # fmt: skip
-        raise ValueError(f"kmeans_sample: expected an int >= max_contacts ({max_contacts}), got "
-                         f"{kmeans_sample!r}")  # fmt: skip
-    pts, nrm, dep, src, counts = _ops.cluster_contacts(
+    kmeans_sample = _check_cluster_args(max_contacts, kmeans_sample)
+    pts, nrm, dep, src, counts, offsets = _cluster(
         contacts.points, contacts.normals, contacts.depths, contacts.offsets, max_contacts,
-        float(normal_weight), float(depth_weight), HIERARCHICAL_MAX, kmeans_sample,
+        normal_weight, depth_weight, kmeans_sample,
     )  # fmt: skip
-    valid = torch.arange(max_contacts, device=counts.device)[None, :] < counts[:, None]
-    src = src[valid]
-    offsets = torch.zeros_like(contacts.offsets)
-    offsets[1:] = torch.cumsum(counts, 0)
     return Contacts(
-        points=pts[valid], normals=nrm[valid], depths=dep[valid],
-        distances=contacts.distances[src], points_a=contacts.points_a[src],
-        points_b=contacts.points_b[src], tri_a=contacts.tri_a[src], tri_b=contacts.tri_b[src],
-        intersecting=contacts.intersecting[src], counts=counts, offsets=offsets,
+        points=pts, normals=nrm, depths=dep, distances=contacts.distances[src],
+        points_a=contacts.points_a[src], points_b=contacts.points_b[src], tri_a=contacts.tri_a[src],
+        tri_b=contacts.tri_b[src], intersecting=contacts.intersecting[src], counts=counts,
+        offsets=offsets,
     )  # fmt: skip
 
 
@@ -291,23 +316,35 @@ def _(tris, tri_ids, nodes, dipoles, node_offsets, face_offsets, ids_a, ids_b,
     return ids_a.new_empty((ids_a.shape[0],), dtype=torch.bool)
 
 
-@torch.library.register_fake("contactnet::blem_contacts_raw")
-def _(tris, tri_ids, nodes, dipoles, node_offsets, face_offsets, ids_a, ids_b,
-      poses_a, poses_b, r_a, r_b):  # fmt: skip
-    n = torch.library.get_ctx().new_dynamic_size()
-    q = ids_a.shape[0]
+def _fake_contact_columns(tris, ids, n: int, m: int) -> tuple:
+    """The nine per-contact tensors of n rows, the full-only ones (distances, points_a/b,
+    intersecting) of m."""
     return (
         tris.new_empty((n, 3)),
         tris.new_empty((n, 3)),
         tris.new_empty((n,)),
-        tris.new_empty((n,)),
-        tris.new_empty((n, 3)),
-        tris.new_empty((n, 3)),
-        ids_a.new_empty((n,)),
-        ids_a.new_empty((n,)),
-        ids_a.new_empty((n,), dtype=torch.bool),
-        ids_a.new_empty((q + 1,)),
+        tris.new_empty((m,)),
+        tris.new_empty((m, 3)),
+        tris.new_empty((m, 3)),
+        ids.new_empty((n,)),
+        ids.new_empty((n,)),
+        ids.new_empty((m,), dtype=torch.bool),
     )
+
+
+@torch.library.register_fake("contactnet::blem_contacts_raw")
+def _(tris, tri_ids, nodes, dipoles, node_offsets, face_offsets, ids_a, ids_b,
+      poses_a, poses_b, r_a, r_b, compact=False):  # fmt: skip
+    n = torch.library.get_ctx().new_dynamic_size()
+    q = ids_a.shape[0]
+    return (*_fake_contact_columns(tris, ids_a, n, 0 if compact else n), ids_a.new_empty((q + 1,)))
+
+
+@torch.library.register_fake("contactnet::blem_contact_rows")
+def _(tris, tri_ids, nodes, dipoles, node_offsets, face_offsets, ids_a, ids_b,
+      poses_a, poses_b, r_a, r_b, query, row_a, row_b):  # fmt: skip
+    m = query.shape[0]
+    return _fake_contact_columns(tris, ids_a, m, m)
 
 
 @torch.library.register_fake("contactnet::cluster_contacts")

@@ -326,7 +326,7 @@ struct ClusterFunctor {
       T f[7];
       feature(base + i, f);
       int64_t best = 0;
-      T d2_best = T(0);
+      T d2_best = T(INFINITY);
       for (int64_t c0 = 0; c0 < k; c0 += 16) {
         const int64_t nc = k - c0 < 16 ? k - c0 : 16;
         T d2[16];
@@ -336,11 +336,11 @@ struct ClusterFunctor {
           const T fd = f[d];
           for (int64_t j = 0; j < nc; ++j) d2[j] += (fd - row[j]) * (fd - row[j]);
         }
-        for (int64_t j = 0; j < nc; ++j)
-          if (c0 + j == 0 || d2[j] < d2_best) {
-            d2_best = d2[j];
-            best = c0 + j;
-          }
+        for (int64_t j = 0; j < nc; ++j) {  // branch-free: the winner is data-dependent
+          const bool nearer = d2[j] < d2_best;
+          d2_best = nearer ? d2[j] : d2_best;
+          best = nearer ? c0 + j : best;
+        }
       }
       add_member(cent + kCentreStride * best + kAccumulators, base, i);
     }

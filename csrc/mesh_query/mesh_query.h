@@ -16,11 +16,20 @@
 //  -> collide (Q,) bool: the surfaces intersect or touch, or a vertex of one mesh has generalised
 //     winding number >= winding_threshold in the other (fast winding number, far-field beta)
 //
-// contactnet::blem_contacts_raw(..., Tensor r_a, Tensor r_b)   r_a, r_b (Q,) T boundary layers
+// contactnet::blem_contacts_raw(..., Tensor r_a, Tensor r_b, bool compact)
+//     r_a, r_b (Q,) T boundary layers
 //  -> points (C, 3), normals (C, 3), depths (C,), distances (C,), points_a (C, 3),
 //     points_b (C, 3), tri_a (C,) int64, tri_b (C,) int64, intersecting (C,) bool,
 //     offsets (Q + 1,) int64: query q owns rows offsets[q] .. offsets[q+1), in traversal order.
 //     One row per triangle pair with d(tA, tB) <= r_a + r_b (formulas in common/blem.h).
+//     compact: only what clustering reads -- points, normals, depths, and in tri_a / tri_b the
+//     pair's rows in its meshes' BVH leaf order (not face ids); distances, points_a, points_b
+//     and intersecting have 0 rows. Less than half the bytes per contact.
+//
+// contactnet::blem_contact_rows(..., Tensor r_a, Tensor r_b, Tensor query, Tensor row_a,
+//                               Tensor row_b)   query, row_a, row_b (M,) int64
+//  -> the nine per-contact tensors above for M rows (full), row i the contact of leaf rows
+//     row_a[i], row_b[i] of query query[i], bitwise as blem_contacts_raw emits it.
 #pragma once
 
 #include <tuple>
@@ -51,6 +60,8 @@ namespace contactnet {
 using MeshDistanceOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 using BlemRawOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
                               at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using BlemRowsOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                               at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 struct BvhTensors {
   const at::Tensor &tris, &tri_ids, &nodes, &dipoles, &node_offsets, &face_offsets;
@@ -184,18 +195,30 @@ struct BlemTensors {
         distances(std::move(distances)), points_a(std::move(points_a)),
         points_b(std::move(points_b)), tri_a(std::move(tri_a)), tri_b(std::move(tri_b)),
         intersecting(std::move(intersecting)) {}
-  BlemTensors(int64_t n, const at::TensorOptions& opt)
+  // n rows; a compact output's distances, points_a, points_b and intersecting get 0.
+  BlemTensors(int64_t n, const at::TensorOptions& opt, bool compact = false)
       : points(at::empty({n, 3}, opt)), normals(at::empty({n, 3}, opt)),
-        depths(at::empty({n}, opt)), distances(at::empty({n}, opt)),
-        points_a(at::empty({n, 3}, opt)), points_b(at::empty({n, 3}, opt)),
+        depths(at::empty({n}, opt)), distances(at::empty({compact ? 0 : n}, opt)),
+        points_a(at::empty({compact ? 0 : n, 3}, opt)),
+        points_b(at::empty({compact ? 0 : n, 3}, opt)),
         tri_a(at::empty({n}, opt.dtype(at::kLong))), tri_b(at::empty({n}, opt.dtype(at::kLong))),
-        intersecting(at::empty({n}, opt.dtype(at::kBool))) {}
+        intersecting(at::empty({compact ? 0 : n}, opt.dtype(at::kBool))) {}
 
   template <typename T>
-  ContactOut<T> view() const {
-    return {points.data_ptr<T>(),   normals.data_ptr<T>(),  depths.data_ptr<T>(),
-            distances.data_ptr<T>(), points_a.data_ptr<T>(), points_b.data_ptr<T>(),
-            tri_a.data_ptr<int64_t>(), tri_b.data_ptr<int64_t>(), intersecting.data_ptr<bool>()};
+  ContactOut<T> view(bool compact = false) const {
+    return {points.data_ptr<T>(),
+            normals.data_ptr<T>(),
+            depths.data_ptr<T>(),
+            compact ? nullptr : distances.data_ptr<T>(),
+            compact ? nullptr : points_a.data_ptr<T>(),
+            compact ? nullptr : points_b.data_ptr<T>(),
+            tri_a.data_ptr<int64_t>(),
+            tri_b.data_ptr<int64_t>(),
+            compact ? nullptr : intersecting.data_ptr<bool>(),
+            compact};
+  }
+  BlemRowsOut columns() const {
+    return {points, normals, depths, distances, points_a, points_b, tri_a, tri_b, intersecting};
   }
   BlemRawOut with_offsets(const at::Tensor& offsets) const {
     return {points, normals, depths, distances, points_a, points_b, tri_a, tri_b, intersecting,
@@ -207,7 +230,7 @@ struct BlemTensors {
 // per-thread dynamic allocation. The CPU collects in one pass (mesh_query_cpu.cpp).
 template <typename Launch>
 BlemRawOut blem_contacts_raw_impl(const BvhTensors& b, const at::Tensor& r_a,
-                                  const at::Tensor& r_b, const Launch& launch) {
+                                  const at::Tensor& r_b, bool compact, const Launch& launch) {
   check_blem_inputs(b, r_a, r_b);
   const int64_t q = b.ids_a.size(0);
   const auto opt = b.tris.options();
@@ -220,16 +243,67 @@ BlemRawOut blem_contacts_raw_impl(const BvhTensors& b, const at::Tensor& r_a,
   });
   if (q > 0) offsets.narrow(0, 1, q).copy_(at::cumsum(counts, 0));
   const int64_t n = offsets[q].item<int64_t>();
-  const BlemTensors out(n, opt);
+  const BlemTensors out(n, opt, compact);
   if (n > 0) {
     AT_DISPATCH_FLOATING_TYPES(b.tris.scalar_type(), "blem_contacts_fill", [&] {
       launch(b.tris, q,
              BlemFillFunctor<scalar_t>{query_inputs<scalar_t>(b), r_a.data_ptr<scalar_t>(),
                                        r_b.data_ptr<scalar_t>(), offsets.data_ptr<int64_t>(),
-                                       out.view<scalar_t>()});
+                                       out.view<scalar_t>(compact)});
     });
   }
   return out.with_offsets(offsets);
+}
+
+// query, row_a, row_b: (M,) int64 on the BVH's device; on the CPU also their values (a query
+// index, and a face row of that query's mesh a / b).
+inline void check_blem_rows(const BvhTensors& b, const at::Tensor& r_a, const at::Tensor& r_b,
+                            const at::Tensor& query, const at::Tensor& row_a,
+                            const at::Tensor& row_b) {
+  check_blem_inputs(b, r_a, r_b);
+  const char* names[3] = {"query", "row_a", "row_b"};
+  const at::Tensor* rows[3] = {&query, &row_a, &row_b};
+  for (int k = 0; k < 3; ++k) {
+    check_input(*rows[k], names[k], {query.size(0)});
+    TORCH_CHECK(rows[k]->scalar_type() == at::kLong, names[k], ": expected int64, got ",
+                rows[k]->scalar_type());
+    TORCH_CHECK(rows[k]->device() == b.tris.device(), names[k], " must be on the device of tris, got ",
+                rows[k]->device(), " and ", b.tris.device());
+  }
+  if (!query.is_cpu()) return;
+  const int64_t nq = b.ids_a.size(0);
+  const int64_t *qs = query.data_ptr<int64_t>(), *ra = row_a.data_ptr<int64_t>(),
+                *rb = row_b.data_ptr<int64_t>(), *ia = b.ids_a.data_ptr<int64_t>(),
+                *ib = b.ids_b.data_ptr<int64_t>(), *fo = b.face_offsets.data_ptr<int64_t>();
+  for (int64_t i = 0, m = query.size(0); i < m; ++i) {
+    TORCH_CHECK_VALUE(qs[i] >= 0 && qs[i] < nq, "query: expected indices in [0, ", nq, "), got ",
+                      qs[i], " (row ", i, ")");
+    const int64_t fa = fo[ia[qs[i]] + 1] - fo[ia[qs[i]]], fb = fo[ib[qs[i]] + 1] - fo[ib[qs[i]]];
+    TORCH_CHECK_VALUE(ra[i] >= 0 && ra[i] < fa, "row_a: expected a face row in [0, ", fa,
+                      "), got ", ra[i], " (row ", i, ")");
+    TORCH_CHECK_VALUE(rb[i] >= 0 && rb[i] < fb, "row_b: expected a face row in [0, ", fb,
+                      "), got ", rb[i], " (row ", i, ")");
+  }
+}
+
+template <typename Launch>
+BlemRowsOut blem_contact_rows_impl(const BvhTensors& b, const at::Tensor& r_a,
+                                   const at::Tensor& r_b, const at::Tensor& query,
+                                   const at::Tensor& row_a, const at::Tensor& row_b,
+                                   const Launch& launch) {
+  check_blem_rows(b, r_a, r_b, query, row_a, row_b);
+  const int64_t m = query.size(0);
+  const BlemTensors out(m, b.tris.options());
+  if (m > 0) {
+    AT_DISPATCH_FLOATING_TYPES(b.tris.scalar_type(), "blem_contact_rows", [&] {
+      launch(b.tris, m,
+             BlemRowsFunctor<scalar_t>{query_inputs<scalar_t>(b), r_a.data_ptr<scalar_t>(),
+                                       r_b.data_ptr<scalar_t>(), query.data_ptr<int64_t>(),
+                                       row_a.data_ptr<int64_t>(), row_b.data_ptr<int64_t>(),
+                                       out.view<scalar_t>()});
+    });
+  }
+  return out.columns();
 }
 
 }  // namespace contactnet

@@ -23,7 +23,8 @@ at::Tensor mesh_collide_cpu(CN_BVH_ARGS, double winding_threshold, double beta) 
 }
 // Collects the contacts of a run of queries, in order, in one traversal each (the device path
 // needs a counting traversal first), straight into growable output columns (common/host_buffer.h):
-// when one task ran every query, they become the output tensors without a copy.
+// when one task ran every query, they become the output tensors without a copy. A compact sink
+// keeps only the columns a compact output has (mesh_query.h).
 template <typename T>
 struct ColumnSink {
   static constexpr bool kStores = true;
@@ -32,19 +33,24 @@ struct ColumnSink {
   static constexpr size_t kRowBytes[kColumns] = {3 * sizeof(T), 3 * sizeof(T), sizeof(T),
                                                  sizeof(T),     3 * sizeof(T), 3 * sizeof(T),
                                                  sizeof(int64_t), sizeof(int64_t), sizeof(bool)};
+  static constexpr bool kInCompact[kColumns] = {true,  true,  true, false, false,
+                                                 false, true,  true, false};
   HostBuffer columns[kColumns];
   ContactOut<T> out{};
   int64_t rows = 0, capacity = 0;
+  bool compact;
 
+  explicit ColumnSink(bool compact) : compact(compact) {}
+  bool kept(int c) const { return kInCompact[c] || !compact; }
   void grow() {
     capacity = capacity == 0 ? 1024 : 2 * capacity;
     for (int c = 0; c < kColumns; ++c)
-      columns[c].reserve(size_t(capacity) * kRowBytes[c], size_t(rows) * kRowBytes[c]);
+      if (kept(c)) columns[c].reserve(size_t(capacity) * kRowBytes[c], size_t(rows) * kRowBytes[c]);
     out = {reinterpret_cast<T*>(columns[0].data()),       reinterpret_cast<T*>(columns[1].data()),
            reinterpret_cast<T*>(columns[2].data()),       reinterpret_cast<T*>(columns[3].data()),
            reinterpret_cast<T*>(columns[4].data()),       reinterpret_cast<T*>(columns[5].data()),
            reinterpret_cast<int64_t*>(columns[6].data()), reinterpret_cast<int64_t*>(columns[7].data()),
-           reinterpret_cast<bool*>(columns[8].data())};
+           reinterpret_cast<bool*>(columns[8].data()),    compact};
   }
   void emit(int64_t, const WorldContact<T>& c) {
     if (rows == capacity) grow();
@@ -55,13 +61,18 @@ struct ColumnSink {
     void* to[kColumns] = {dst.points, dst.normals, dst.depths, dst.distances, dst.points_a,
                           dst.points_b, dst.tri_a, dst.tri_b, dst.intersecting};
     for (int c = 0; c < kColumns; ++c)
-      if (rows > 0)
+      if (rows > 0 && kept(c))
         std::memcpy(static_cast<char*>(to[c]) + size_t(first) * kRowBytes[c], columns[c].data(),
                     size_t(rows) * kRowBytes[c]);
   }
   BlemTensors into_tensors(const at::TensorOptions& opt) {
     const auto lng = opt.dtype(at::kLong);
     const auto column = [&](int c, at::IntArrayRef sizes, const at::TensorOptions& o) {
+      if (!kept(c)) {
+        std::vector<int64_t> empty(sizes.begin(), sizes.end());
+        empty[0] = 0;
+        return at::empty(empty, o);
+      }
       return columns[c].into_tensor(sizes, o, size_t(rows) * kRowBytes[c]);
     };
     return {column(0, {rows, 3}, opt), column(1, {rows, 3}, opt), column(2, {rows}, opt),
@@ -70,7 +81,8 @@ struct ColumnSink {
   }
 };
 
-BlemRawOut blem_contacts_raw_cpu(CN_BVH_ARGS, const at::Tensor& r_a, const at::Tensor& r_b) {
+BlemRawOut blem_contacts_raw_cpu(CN_BVH_ARGS, const at::Tensor& r_a, const at::Tensor& r_b,
+                                 bool compact) {
   const BvhTensors b = CN_BVH_PASS;
   check_blem_inputs(b, r_a, r_b);
   const int64_t q = ids_a.size(0);
@@ -85,7 +97,7 @@ BlemRawOut blem_contacts_raw_cpu(CN_BVH_ARGS, const at::Tensor& r_a, const at::T
     // One sink per task, kept at the task's first query; off[i + 1] = query i's count for now.
     std::vector<std::unique_ptr<ColumnSink<T>>> sinks(q);
     at::parallel_for(0, q, 1, [&](int64_t begin, int64_t end) {
-      auto sink = std::make_unique<ColumnSink<T>>();
+      auto sink = std::make_unique<ColumnSink<T>>(compact);
       for (int64_t i = begin; i < end; ++i) {
         const int64_t before = sink->rows;
         blem_query(in, ra, rb, i, *sink);
@@ -97,12 +109,12 @@ BlemRawOut blem_contacts_raw_cpu(CN_BVH_ARGS, const at::Tensor& r_a, const at::T
     for (int64_t i = 0; i < q; ++i) off[i + 1] += off[i];
     const auto opt = tris.options();
     if (q == 0) {
-      result = BlemTensors(0, opt).with_offsets(offsets);
+      result = BlemTensors(0, opt, compact).with_offsets(offsets);
     } else if (sinks[0]->rows == off[q]) {  // one task ran every query
       result = sinks[0]->into_tensors(opt).with_offsets(offsets);
     } else {
-      const BlemTensors out(off[q], opt);
-      const ContactOut<T> view = out.view<T>();
+      const BlemTensors out(off[q], opt, compact);
+      const ContactOut<T> view = out.view<T>(compact);
       at::parallel_for(0, q, 1, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i)
           if (sinks[i]) sinks[i]->copy_to(view, off[i]);
@@ -111,6 +123,12 @@ BlemRawOut blem_contacts_raw_cpu(CN_BVH_ARGS, const at::Tensor& r_a, const at::T
     }
   });
   return result;
+}
+
+BlemRowsOut blem_contact_rows_cpu(CN_BVH_ARGS, const at::Tensor& r_a, const at::Tensor& r_b,
+                                  const at::Tensor& query, const at::Tensor& row_a,
+                                  const at::Tensor& row_b) {
+  return blem_contact_rows_impl(CN_BVH_PASS, r_a, r_b, query, row_a, row_b, kQueryLaunch);
 }
 
 }  // namespace
@@ -126,15 +144,20 @@ TORCH_LIBRARY_FRAGMENT(contactnet, m) {
         "Tensor tri_a, Tensor tri_b)");
   m.def("mesh_collide(" CN_BVH_SCHEMA ", float winding_threshold, float beta) -> Tensor");
   m.def("blem_contacts_raw(" CN_BVH_SCHEMA
-        ", Tensor r_a, Tensor r_b) -> (Tensor points, Tensor normals, Tensor depths, "
-        "Tensor distances, Tensor points_a, Tensor points_b, Tensor tri_a, Tensor tri_b, "
-        "Tensor intersecting, Tensor offsets)");
+        ", Tensor r_a, Tensor r_b, bool compact=False) -> (Tensor points, Tensor normals, "
+        "Tensor depths, Tensor distances, Tensor points_a, Tensor points_b, Tensor tri_a, "
+        "Tensor tri_b, Tensor intersecting, Tensor offsets)");
+  m.def("blem_contact_rows(" CN_BVH_SCHEMA
+        ", Tensor r_a, Tensor r_b, Tensor query, Tensor row_a, Tensor row_b) -> (Tensor points, "
+        "Tensor normals, Tensor depths, Tensor distances, Tensor points_a, Tensor points_b, "
+        "Tensor tri_a, Tensor tri_b, Tensor intersecting)");
 }
 
 TORCH_LIBRARY_IMPL(contactnet, CPU, m) {
   m.impl("mesh_distance", &mesh_distance_cpu);
   m.impl("mesh_collide", &mesh_collide_cpu);
   m.impl("blem_contacts_raw", &blem_contacts_raw_cpu);
+  m.impl("blem_contact_rows", &blem_contact_rows_cpu);
 }
 
 }  // namespace contactnet

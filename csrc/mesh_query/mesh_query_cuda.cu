@@ -12,8 +12,14 @@ MeshDistanceOut mesh_distance_cuda(CN_BVH_ARGS, double upper_bound) {
 at::Tensor mesh_collide_cuda(CN_BVH_ARGS, double winding_threshold, double beta) {
   return mesh_collide_impl(CN_BVH_PASS, winding_threshold, beta, CudaLauncher{});
 }
-BlemRawOut blem_contacts_raw_cuda(CN_BVH_ARGS, const at::Tensor& r_a, const at::Tensor& r_b) {
-  return blem_contacts_raw_impl(CN_BVH_PASS, r_a, r_b, CudaLauncher{});
+BlemRawOut blem_contacts_raw_cuda(CN_BVH_ARGS, const at::Tensor& r_a, const at::Tensor& r_b,
+                                  bool compact) {
+  return blem_contacts_raw_impl(CN_BVH_PASS, r_a, r_b, compact, CudaLauncher{});
+}
+BlemRowsOut blem_contact_rows_cuda(CN_BVH_ARGS, const at::Tensor& r_a, const at::Tensor& r_b,
+                                   const at::Tensor& query, const at::Tensor& row_a,
+                                   const at::Tensor& row_b) {
+  return blem_contact_rows_impl(CN_BVH_PASS, r_a, r_b, query, row_a, row_b, CudaLauncher{});
 }
 
 }  // namespace
@@ -22,6 +28,7 @@ TORCH_LIBRARY_IMPL(contactnet, CUDA, m) {
   m.impl("mesh_distance", &mesh_distance_cuda);
   m.impl("mesh_collide", &mesh_collide_cuda);
   m.impl("blem_contacts_raw", &blem_contacts_raw_cuda);
+  m.impl("blem_contact_rows", &blem_contact_rows_cuda);
 }
 
 }  // namespace contactnet

@@ -305,11 +305,39 @@ template <typename T>
 struct WorldContact {
   Vec3<T> point, normal, xa, xb;
   T depth, distance;
-  int64_t tri_a, tri_b;
+  int64_t tri_a, tri_b;  // face ids
+  int row_a, row_b;      // the faces' rows in their meshes' BVH leaf order
   bool intersecting;
 };
 
-// Raw contact outputs, packed: query q owns rows offsets[q] .. offsets[q+1).
+// The contact of triangles A (leaf row row_a of mesh a) and B (row_b of mesh b), both in A's
+// frame, with closest features `res`, in the world frame. The traversal and the recomputation of
+// chosen rows (BlemRowsFunctor) share it, so both give the same bits.
+template <typename T>
+CN_HD WorldContact<T> blem_world_contact(const QueryFrame<T>& qf, const Vec3<T> A[3],
+                                         const Vec3<T> B[3], const TriangleTriangleResult<T>& res,
+                                         T ra, T rb, int row_a, int row_b) {
+  const BlemContact<T> c = blem_contact(A, B, res, ra, rb);
+  const Rigid<T>& P = qf.pose_a;
+  WorldContact<T> w;
+  w.point = apply(P, c.point);
+  w.normal = mul(P.R, c.normal);
+  w.xa = apply(P, c.xa);
+  w.xb = apply(P, c.xb);
+  w.depth = c.depth;
+  w.distance = c.distance;
+  w.tri_a = qf.a.tri_ids[row_a];
+  w.tri_b = qf.b.tri_ids[row_b];
+  w.row_a = row_a;
+  w.row_b = row_b;
+  w.intersecting = c.intersecting;
+  return w;
+}
+
+// Raw contact outputs, packed: query q owns rows offsets[q] .. offsets[q+1). A compact output
+// (what clustering reads) has only points, normals and depths, and the pair's BVH leaf rows in
+// tri_a / tri_b, from which BlemRowsFunctor recomputes the rest for the rows that are kept;
+// its other pointers are null.
 template <typename T>
 struct ContactOut {
   T* points;         // (N, 3) world
@@ -321,13 +349,19 @@ struct ContactOut {
   int64_t* tri_a;    // (N,)
   int64_t* tri_b;    // (N,)
   bool* intersecting;  // (N,)
+  bool compact;
 
   CN_HD void store(int64_t k, const WorldContact<T>& c) const {
     store3(points + 3 * k, c.point);
     store3(normals + 3 * k, c.normal);
+    depths[k] = c.depth;
+    if (compact) {
+      tri_a[k] = c.row_a;
+      tri_b[k] = c.row_b;
+      return;
+    }
     store3(points_a + 3 * k, c.xa);
     store3(points_b + 3 * k, c.xb);
-    depths[k] = c.depth;
     distances[k] = c.distance;
     tri_a[k] = c.tri_a;
     tri_b[k] = c.tri_b;
@@ -375,21 +409,8 @@ struct BlemVisitor {
         const Vec3<T>* B = Bs[j].v;
         const TriangleTriangleResult<T> res = triangle_triangle_closest(A, B);
         if (!(sqrt(res.dist2) <= r)) continue;
-        if constexpr (Sink::kStores) {
-          const BlemContact<T> c = blem_contact(A, B, res, ra, rb);
-          const Rigid<T>& P = qf.pose_a;
-          WorldContact<T> w;
-          w.point = apply(P, c.point);
-          w.normal = mul(P.R, c.normal);
-          w.xa = apply(P, c.xa);
-          w.xb = apply(P, c.xb);
-          w.depth = c.depth;
-          w.distance = c.distance;
-          w.tri_a = qf.a.tri_ids[fa + i];
-          w.tri_b = qf.b.tri_ids[fb + j];
-          w.intersecting = c.intersecting;
-          sink.emit(count, w);
-        }
+        if constexpr (Sink::kStores)
+          sink.emit(count, blem_world_contact(qf, A, B, res, ra, rb, fa + i, fb + j));
         ++count;
       }
     }
@@ -431,6 +452,31 @@ struct BlemFillFunctor {
   CN_HD void operator()(int64_t q) const {
     PackedSink<T> sink{out, offsets[q]};
     blem_query(in, ra, rb, q, sink);
+  }
+};
+
+// Row i of `out` (full, not compact): the contact of leaf rows row_a[i], row_b[i] of query
+// query[i]'s meshes, bitwise as the traversal emits it (the clustered path recomputes its kept
+// rows from a compact output this way).
+template <typename T>
+struct BlemRowsFunctor {
+  QueryInputs<T> in;
+  const T* ra;             // (Q,)
+  const T* rb;             // (Q,)
+  const int64_t* query;    // (M,)
+  const int64_t* row_a;    // (M,)
+  const int64_t* row_b;    // (M,)
+  ContactOut<T> out;       // M rows
+
+  CN_HD void operator()(int64_t i) const {
+    const int64_t q = query[i];
+    const QueryFrame<T> qf = query_frame(in, q);
+    const int a = static_cast<int>(row_a[i]), b = static_cast<int>(row_b[i]);
+    LeafTri<T> At, Bt;
+    load_leaf_a(qf, a, At);
+    load_leaf_b(qf, b, 1, &Bt);
+    const TriangleTriangleResult<T> res = triangle_triangle_closest(At.v, Bt.v);
+    out.store(i, blem_world_contact(qf, At.v, Bt.v, res, ra[q], rb[q], a, b));
   }
 };
 

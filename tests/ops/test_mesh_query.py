@@ -512,6 +512,67 @@ def test_clustering_honours_cap(lib64, k):
     assert torch.equal(again.points, clustered.points)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("k", [1, 4, 16])
+def test_clustered_path_equals_clustering_the_raw_contacts(dtype, k):
+    """blem_contacts(max_contacts=k) writes only what clustering reads and recomputes the kept
+    rows: it must give cluster_contacts(blem_contacts(...), k) bit for bit, on touching,
+    interpenetrating and nested pairs, small sets (hierarchical) and large ones (k-means)."""
+    lib = make_library(dtype)
+    cases = [pair_poses(case, seed) for seed, case in enumerate(["touching", "interpenetrating", "nested"])]
+    pa = torch.stack([c[0] for c in cases] * 2).to(dtype)
+    pb = torch.stack([c[1] for c in cases] * 2).to(dtype)
+    ia, ib = [0, 0, 0, 0, 2, 3], [1, 1, 4, 2, 2, 0]
+    raw = blem_contacts(lib, ia, ib, pa, pb, 0.004, 0.002)
+    assert raw.intersecting.any() and int(raw.counts.max()) > 64  # both clustering regimes
+    want = cluster_contacts(raw, k)
+    got = blem_contacts(lib, ia, ib, pa, pb, 0.004, 0.002, max_contacts=k)
+    for name, a, b in zip(want._fields, want, got):
+        assert a.dtype == b.dtype and torch.equal(a, b), name
+
+
+def test_compact_contacts_and_recomputed_rows(lib64):
+    """The compact raw output holds the full output's points, normals and depths and the pairs'
+    BVH leaf rows; blem_contact_rows recomputes every field of any row bit for bit."""
+    ops = torch.ops.contactnet
+    pa, pb = pair_poses("interpenetrating", 3)
+    pa, pb = pa[None].repeat(2, 1), pb[None].repeat(2, 1)
+    ia, ib = torch.tensor([0, 2]), torch.tensor([1, 0])
+    r = torch.full((2,), 0.003, dtype=torch.float64)
+    bvh = tuple(lib64.bvh)
+    full = ops.blem_contacts_raw(*bvh, ia, ib, pa, pb, r, r)
+    compact = ops.blem_contacts_raw(*bvh, ia, ib, pa, pb, r, r, True)
+    n = full[0].shape[0]
+    assert n > 0 and int(full[8].sum()) > 0
+    for i in (0, 1, 2, 9):  # points, normals, depths, offsets
+        assert torch.equal(full[i], compact[i])
+    for i in (3, 4, 5, 8):  # distances, points_a, points_b, intersecting: not written
+        assert compact[i].shape[0] == 0
+    query = torch.repeat_interleave(torch.arange(2), full[9][1:] - full[9][:-1])
+    tri_ids, face_offsets = bvh[1], bvh[5]
+    for rows, ids, faces in ((compact[6], ia, full[6]), (compact[7], ib, full[7])):
+        assert torch.equal(tri_ids[face_offsets[ids[query]] + rows].long(), faces)
+    again = ops.blem_contact_rows(*bvh, ia, ib, pa, pb, r, r, query, compact[6], compact[7])
+    for i, t in enumerate(again):
+        assert torch.equal(t, full[i]), i
+    pick = torch.tensor([n - 1, 0, n // 2])
+    some = ops.blem_contact_rows(*bvh, ia, ib, pa, pb, r, r, query[pick], compact[6][pick], compact[7][pick])
+    for i, t in enumerate(some):
+        assert torch.equal(t, full[i][pick]), i
+    empty = ops.blem_contact_rows(*bvh, ia, ib, pa, pb, r, r, *(torch.zeros(0, dtype=torch.int64),) * 3)
+    assert [tuple(t.shape) for t in empty] == [(0, 3), (0, 3), (0,), (0,), (0, 3), (0, 3), (0,), (0,), (0,)]
+    # rows out of range are refused, naming the argument
+    one = torch.tensor([0])
+    with pytest.raises(ValueError, match="query"):
+        ops.blem_contact_rows(*bvh, ia, ib, pa, pb, r, r, torch.tensor([2]), one, one)
+    with pytest.raises(ValueError, match="row_a"):
+        ops.blem_contact_rows(*bvh, ia, ib, pa, pb, r, r, one, torch.tensor([lib64[0].num_faces]), one)
+    with pytest.raises(ValueError, match="row_b"):
+        ops.blem_contact_rows(*bvh, ia, ib, pa, pb, r, r, one, one, torch.tensor([-1]))
+    with pytest.raises(RuntimeError, match="row_a: expected int64"):
+        ops.blem_contact_rows(*bvh, ia, ib, pa, pb, r, r, one, one.int(), one)
+
+
 def test_clustering_kmeans_and_hierarchical_separate_blobs():
     """Three well-separated groups of contacts are recovered by both methods."""
     from contactnet.ops.mesh_query import Contacts
@@ -802,6 +863,11 @@ def test_opcheck(lib64):
     torch.library.opcheck(ops.mesh_collide, (*bvh, ids_a, ids_b, pa, pb, 0.5, 2.0), test_utils=tests)
     r = torch.tensor([0.003], dtype=torch.float64)
     torch.library.opcheck(ops.blem_contacts_raw, (*bvh, ids_a, ids_b, pa, pb, r, r), test_utils=tests)
+    compact = ops.blem_contacts_raw(*bvh, ids_a, ids_b, pa, pb, r, r, True)
+    torch.library.opcheck(ops.blem_contacts_raw, (*bvh, ids_a, ids_b, pa, pb, r, r, True), test_utils=tests)
+    query = torch.zeros_like(compact[6])
+    torch.library.opcheck(ops.blem_contact_rows, (*bvh, ids_a, ids_b, pa, pb, r, r, query, compact[6], compact[7]),
+                          test_utils=tests)  # fmt: skip
     raw = blem_contacts(lib64, ids_a, ids_b, pa, pb, 0.003, 0.003)
     torch.library.opcheck(ops.cluster_contacts, (raw.points, raw.normals, raw.depths, raw.offsets, 3, 0.1, 1.0, 64, 4096), test_utils=tests)
     m = lib64[1]
