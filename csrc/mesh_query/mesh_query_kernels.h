@@ -151,7 +151,6 @@ struct IntersectVisitor {
   const QueryFrame<T>& qf;
   int hit_a, hit_b;  // leaf-order rows of the first intersecting pair found
   CN_HD T threshold() const { return T(0); }
-  // 1 (> threshold, pruned) when a separating axis exists.
   // 1 (> threshold, pruned) when a separating axis exists, else the boxes' separation (<= 0):
   // of two overlapping child pairs the deeper one is entered first (box.h).
   CN_HD T bound(const ObbRel<float>& r) const {
