@@ -1,6 +1,8 @@
 """Collision networks: shapes, world-frame invariance, fixed-shape crops, a tiny overfit, and
 torch.compile."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -43,6 +45,39 @@ def test_shapes(cls):
     # Ungrouped queries: one pose per embedding.
     assert net(emb, emb, _poses((3,), 1), _poses((3,), 2)).shape == (3,)
 
+
+
+def test_encoder_grid_is_the_per_cell_max_of_point_features():
+    """The encoder's scatter-max (a segment reduction over points sorted by cell) equals a loop
+    over cells, values and gradients, with empty cells at 0 and points on cell boundaries."""
+    encoder = ShapeEncoder(grid=4, hidden=16, features=8, channels=8).double()
+    points, normals = (x.double() for x in _clouds(2, k=150, seed=4))
+    points[0, :20] = points[0, :20].round(decimals=2)  # some points exactly on cell faces
+    points[1, :, 0] = points[1, :, 0].clamp_max(0.0)  # half of object 1's cells left empty
+    aabb = torch.stack([points.amin(1), points.amax(1)], 1)
+    aabb[1, 1, 0] = 0.05
+    grids = []
+    hook = encoder.enc.register_forward_hook(lambda module, inputs, output: grids.append(inputs[0]))
+    points.requires_grad_(True)
+    encoder(points, normals, aabb)
+    hook.remove()
+    grid = grids[0]  # (B, H, M, M, M)
+
+    unit = (points - aabb[:, 0:1]) / (aabb[:, 1:2] - aabb[:, 0:1])
+    features = encoder.point_mlp(torch.cat([points, 2 * unit - 1, normals], -1))
+    cells = (unit.detach() * 4).long().clamp(0, 3)
+    expected = torch.zeros_like(grid)
+    for b in range(2):
+        for i, j, k in itertools.product(range(4), repeat=3):
+            inside = (cells[b] == torch.tensor([i, j, k])).all(-1)
+            if inside.any():
+                expected[b, :, i, j, k] = features[b, inside].amax(0)
+    assert (expected[1] == 0).all(0).sum() > 0
+    torch.testing.assert_close(grid, expected, rtol=1e-12, atol=1e-12)
+    upstream = torch.randn_like(grid)
+    (got,) = torch.autograd.grad(grid, points, upstream)
+    (want,) = torch.autograd.grad(expected, points, upstream)
+    torch.testing.assert_close(got, want)
 
 @pytest.mark.parametrize("cls", NETS)
 def test_indexed_prediction_equals_broadcast_prediction(cls):
