@@ -46,16 +46,14 @@ def test_shapes(cls):
     assert net(emb, emb, _poses((3,), 1), _poses((3,), 2)).shape == (3,)
 
 
-
 def test_encoder_grid_is_the_per_cell_max_of_point_features():
     """The encoder's scatter-max (a segment reduction over points sorted by cell) equals a loop
     over cells, values and gradients, with empty cells at 0 and points on cell boundaries."""
     encoder = ShapeEncoder(grid=4, hidden=16, features=8, channels=8).double()
     points, normals = (x.double() for x in _clouds(2, k=150, seed=4))
-    points[0, :20] = points[0, :20].round(decimals=2)  # some points exactly on cell faces
+    aabb = torch.tensor([[-0.05, -0.03, -0.08], [0.05, 0.03, 0.08]], dtype=torch.float64).expand(2, 2, 3)
+    points[0, :20, 0] = torch.linspace(-0.05, 0.05, 5, dtype=torch.float64).repeat(4)  # on cell faces in x
     points[1, :, 0] = points[1, :, 0].clamp_max(0.0)  # half of object 1's cells left empty
-    aabb = torch.stack([points.amin(1), points.amax(1)], 1)
-    aabb[1, 1, 0] = 0.05
     grids = []
     hook = encoder.enc.register_forward_hook(lambda module, inputs, output: grids.append(inputs[0]))
     points.requires_grad_(True)
@@ -78,6 +76,7 @@ def test_encoder_grid_is_the_per_cell_max_of_point_features():
     (got,) = torch.autograd.grad(grid, points, upstream)
     (want,) = torch.autograd.grad(expected, points, upstream)
     torch.testing.assert_close(got, want)
+
 
 @pytest.mark.parametrize("cls", NETS)
 def test_indexed_prediction_equals_broadcast_prediction(cls):
