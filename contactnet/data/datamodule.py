@@ -20,12 +20,13 @@ where objects keep their own frames; a general R loosens it) or "none".
 """
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from contactnet.data.dataset import load_manifest, read_shard
 from contactnet.data.objects import load_object_set
@@ -70,7 +71,7 @@ class PairGroups(Dataset):
         self.augment = mode != "none"
         self.rotations = _cube_rotations() if mode == "cube" else None  # None: any rotation
         self.seed = seed
-        self.epoch = 0  # set by the DataModule so augmentation differs per epoch yet is reproducible
+        self.epoch = 0  # used for plain integer indices; EpochSampler's (index, epoch) items override it
 
     def __len__(self) -> int:
         return len(self.index)
@@ -100,7 +101,10 @@ class PairGroups(Dataset):
         inverse = torch.cat([(R.T @ centre), q_inv])
         return points, normals, aabb, compose_poses(poses, inverse.expand_as(poses))
 
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+    def __getitem__(self, item: int | tuple[int, int]) -> dict[str, torch.Tensor]:
+        """item: a group index, or (index, epoch) as `EpochSampler` yields it: the epoch travels
+        with the index, so worker processes (which hold copies of this dataset) see it too."""
+        index, epoch = item if isinstance(item, tuple) else (item, self.epoch)
         s, g = self.index[index]
         shard = self.shards[s]
         rows = slice(g * self.group, (g + 1) * self.group)
@@ -108,7 +112,7 @@ class PairGroups(Dataset):
         poses_a = torch.from_numpy(np.array(shard["poses_a"][rows]))
         poses_b = torch.from_numpy(np.array(shard["poses_b"][rows]))
         if self.augment:
-            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch * 7919 + index)
+            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 7919 + index)
             pa, na, aabb_a, poses_a = self._augment(ids_a, poses_a, generator)
             pb, nb, aabb_b, poses_b = self._augment(ids_b, poses_b, generator)
         else:
@@ -121,6 +125,32 @@ class PairGroups(Dataset):
             "signed_distance": torch.from_numpy(np.array(shard["signed_distance"][rows])),
             "barrier": torch.from_numpy(np.array(shard["barrier"][rows])),
         }
+
+
+class EpochSampler(Sampler):
+    """Group indices in a seeded order that changes every epoch, each paired with the epoch.
+
+    Lightning calls `set_epoch` at the start of every training epoch (on any sampler that has it),
+    while it builds the train loader only once; the epoch therefore reaches `PairGroups` through
+    the indices, in the main process and in worker processes alike, and epoch e of a resumed run
+    draws the same order and rotations as epoch e of an uninterrupted one.
+    """
+
+    def __init__(self, size: int, seed: int = 0, shuffle: bool = True):
+        self.size, self.seed, self.shuffle, self.epoch = size, seed, shuffle, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        if self.shuffle:
+            order = torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch))
+        else:
+            order = torch.arange(self.size)
+        return ((int(i), self.epoch) for i in order)
 
 
 class PairDataModule(L.LightningDataModule):
@@ -160,14 +190,12 @@ class PairDataModule(L.LightningDataModule):
             raise ValueError(f"train_objects: no training pair uses only the first {self.train_objects} objects")
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        generator = torch.Generator().manual_seed(self.seed)
-        return DataLoader(self.datasets[split], batch_size=self.groups_per_batch, shuffle=shuffle,
+        sampler = EpochSampler(len(self.datasets[split]), self.seed, shuffle)
+        return DataLoader(self.datasets[split], batch_size=self.groups_per_batch, sampler=sampler,
                           num_workers=self.num_workers, pin_memory=torch.cuda.is_available(),
-                          persistent_workers=self.num_workers > 0, generator=generator)
+                          persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:
-        if self.trainer is not None:
-            self.datasets["train"].epoch = self.trainer.current_epoch
         return self._loader("train", shuffle=True)
 
     def val_dataloader(self) -> DataLoader:

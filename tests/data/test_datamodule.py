@@ -3,11 +3,12 @@ so the exact label), reproducibility, clear errors."""
 
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from contactnet.data.datamodule import PairDataModule
+from contactnet.data.datamodule import EpochSampler, PairDataModule
 from contactnet.data.generate import run
 from contactnet.data.objects import load_object_set
 from contactnet.geometry import Mesh, MeshLibrary
@@ -86,10 +87,56 @@ def test_augmentation_is_reproducible_and_changes_per_epoch(dataset):
     ds = dm.datasets["train"]
     first = ds[0]["points_a"]
     torch.testing.assert_close(ds[0]["points_a"], first)
-    ds.epoch = 1
-    assert not torch.allclose(ds[0]["points_a"], first)
+    assert not torch.allclose(ds[(0, 1)]["points_a"], first)
     # Validation and test sets are never augmented.
     assert not dm.datasets["val"].augment and not dm.datasets["test_unknown"].augment
+
+
+class _RecordRotations(L.LightningModule):
+    """Records every training batch's augmented box corners per epoch (a fingerprint of the drawn
+    rotations: aabb_a is R·box re-centred) and trains nothing."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(()))
+        self.seen: dict[int, list[tuple]] = {}
+
+    def training_step(self, batch, batch_idx):
+        rows = torch.cat([batch["ids_a"][:, None].float(), batch["aabb_a"].flatten(1)], 1)
+        self.seen.setdefault(self.current_epoch, []).extend(tuple(r) for r in rows.round(decimals=5).tolist())
+        return self.weight * 0
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_augmentation_changes_every_epoch_through_a_real_trainer(dataset, num_workers):
+    """Lightning builds the train loader once: the epoch must still reach the dataset, also in
+    worker processes, and each epoch's rotations must be the ones `PairGroups` draws for it."""
+    dm = PairDataModule(str(dataset), groups_per_batch=2, augment="so3", seed=5, num_workers=num_workers)
+    recorder = _RecordRotations()
+    trainer = L.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0)
+    trainer.fit(recorder, dm)
+    assert sorted(recorder.seen) == [0, 1]
+    ds = dm.datasets["train"]
+    for epoch in (0, 1):
+        expected = sorted(tuple(torch.cat([torch.tensor([float(ds[(i, epoch)]["ids_a"])]), ds[(i, epoch)]["aabb_a"].flatten()])
+                                .round(decimals=5).tolist()) for i in range(len(ds)))
+        assert sorted(recorder.seen[epoch]) == expected
+    assert sorted(recorder.seen[0]) != sorted(recorder.seen[1])
+
+
+def test_epoch_sampler_order_is_seeded_per_epoch():
+    sampler = EpochSampler(50, seed=2)
+    first = list(sampler)
+    assert sorted(i for i, _ in first) == list(range(50)) and {e for _, e in first} == {0}
+    assert list(sampler) == first
+    sampler.set_epoch(3)
+    third = list(sampler)
+    assert {e for _, e in third} == {3} and [i for i, _ in third] != [i for i, _ in first]
+    assert [i for i, _ in EpochSampler(5, shuffle=False)] == list(range(5))
 
 
 def test_cube_augmentation_draws_the_24_axis_rotations(dataset):
@@ -104,9 +151,9 @@ def test_cube_augmentation_draws_the_24_axis_rotations(dataset):
     plain.setup()
     cube.setup()
     seen = set()
-    for cube.datasets["train"].epoch in range(8):
+    for epoch in range(8):
         for index in range(len(plain.datasets["train"])):
-            x, y = plain.datasets["train"][index], cube.datasets["train"][index]
+            x, y = plain.datasets["train"][index], cube.datasets["train"][(index, epoch)]
             # normals_new = normals_old R^T: the drawn R, which must be one of the 24.
             r = torch.linalg.lstsq(x["normals_a"].double(), y["normals_a"].double()).solution.T
             assert (r - r.round()).abs().max() < 1e-4
