@@ -1,20 +1,23 @@
 """Score any checkpoint on any generated test set:
 
-    python eval.py ckpt_path=outputs/quickstart/<run>/checkpoints/best.ckpt
-    python eval.py ckpt_path=... data=procedural_medium splits=[test_unknown] out=scores.json
+    python eval.py ckpt_path=outputs/quickstart/<run>/checkpoints/best.ckpt        # every test split
+    python eval.py ckpt_path=... data=procedural_medium splits=[boundary_unknown] out=scores.json
+
+Prints per split the balanced accuracy, accuracy, TPR, TNR, AP, ECE and the accuracy per band of
+true signed distance; `out` writes the same as JSON.
 """
 
 import hydra
 from omegaconf import DictConfig
 
 from contactnet.training.evaluate import evaluate, write_results
+from contactnet.training.metrics import format_reports
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval")
 def main(cfg: DictConfig) -> None:
-    results = evaluate(cfg.ckpt_path, cfg.data_root, splits=list(cfg.splits), groups_per_batch=cfg.groups_per_batch)
-    for split, metrics in results.items():
-        print(split, "  ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
+    results = evaluate(cfg.ckpt_path, cfg.data_root, splits=cfg.splits, groups_per_batch=cfg.groups_per_batch)
+    print(format_reports(results))
     if cfg.out:
         write_results(results, cfg.out)
 

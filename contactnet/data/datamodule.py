@@ -32,7 +32,10 @@ from contactnet.data.dataset import load_manifest, read_shard
 from contactnet.data.objects import load_object_set
 from contactnet.geometry.poses import compose_poses, matrix_to_quaternion, quaternion_to_matrix
 
-SPLITS = ("train", "val", "test_known", "test_unknown")
+FIT_SPLITS = ("train", "val")
+# Test splits in report order; any other split found on disk follows, by name.
+TEST_SPLIT_ORDER = ("test_known", "test_unknown", "boundary_known", "boundary_unknown", "nested_known",
+                    "nested_unknown")
 AUGMENTATIONS = ("so3", "cube", "none")
 
 
@@ -169,10 +172,16 @@ class PairDataModule(L.LightningDataModule):
         self.seed = seed
         self.datasets: dict[str, PairGroups] = {}
 
+    @property
+    def test_splits(self) -> list[str]:
+        """The test splits of this dataset (every finished split but train and val), in report order."""
+        found = {p.parent.name for p in self.root.glob("*/manifest.json")} - set(FIT_SPLITS) - {"objects"}
+        return ([s for s in TEST_SPLIT_ORDER if s in found] + sorted(found - set(TEST_SPLIT_ORDER)))
+
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
             return
-        missing = [s for s in SPLITS if not (self.root / s / "manifest.json").exists()]
+        missing = [s for s in (*FIT_SPLITS, "test_known", "test_unknown") if not (self.root / s / "manifest.json").exists()]
         if missing:
             raise FileNotFoundError(f"root: {self.root} lacks the splits {missing}; generate them with "
                                     "`python -m contactnet.data.generate`")
@@ -183,7 +192,7 @@ class PairDataModule(L.LightningDataModule):
             if not 0 < self.train_objects <= len(known):
                 raise ValueError(f"train_objects: expected 1..{len(known)} (known objects), got {self.train_objects}")
             allowed = set(known[: self.train_objects])
-        for split in SPLITS:
+        for split in (*FIT_SPLITS, *self.test_splits):
             self.datasets[split] = PairGroups(self.root / split, objects, augment=self.augment if split == "train" else "none",
                                               seed=self.seed, allowed_objects=allowed if split == "train" else None)
         if len(self.datasets["train"]) == 0:
@@ -202,4 +211,5 @@ class PairDataModule(L.LightningDataModule):
         return self._loader("val", shuffle=False)
 
     def test_dataloader(self) -> list[DataLoader]:
-        return [self._loader("test_known", shuffle=False), self._loader("test_unknown", shuffle=False)]
+        """One loader per test split, in the order of `test_splits`."""
+        return [self._loader(split, shuffle=False) for split in self.test_splits]

@@ -37,6 +37,9 @@ FIELDS = ("ids_a", "ids_b", "poses_a", "poses_b", "label", "signed_distance", "b
 @dataclass
 class DatasetSpec:
     object_ids: list[int]  # ids (into the object set / library) this dataset draws pairs from
+    # Ids object B is drawn from when they differ from object_ids (the nested placement's small
+    # inner objects); None: both objects from object_ids.
+    partner_ids: list[int] | None = None
     pairs_per_shard: int = 4  # object pairs per shard
     num_shards: int = 1
     seed: int = 0
@@ -46,9 +49,14 @@ class DatasetSpec:
 
     def __post_init__(self):
         if isinstance(self.pairs, dict):
-            self.pairs = PairSpec(**self.pairs)
+            pairs = dict(self.pairs)
+            if "manipulate" in pairs:  # written before placements existed
+                pairs["placement"] = "manipulated" if pairs.pop("manipulate") else "uniform"
+            self.pairs = PairSpec(**pairs)
         if len(self.object_ids) == 0:
             raise ValueError("object_ids: expected at least one object")
+        if self.partner_ids is not None and len(self.partner_ids) == 0:
+            raise ValueError("partner_ids: expected at least one object (or None)")
         if self.pairs_per_shard <= 0 or self.num_shards <= 0:
             raise ValueError("pairs_per_shard and num_shards: expected positive counts")
         lo, hi = self.positive_rate_band
@@ -64,10 +72,14 @@ def make_shard(lib: MeshLibrary, spec: DatasetSpec, index: int) -> dict[str, np.
     """The samples of shard `index`: a pure function of (library, spec, index)."""
     generator = torch.Generator().manual_seed(derive_seed(spec.seed, index))
     objects = torch.as_tensor(spec.object_ids, dtype=torch.int64)
-    picks = torch.randint(len(objects), (spec.pairs_per_shard, 2), generator=generator)
+    partners = objects if spec.partner_ids is None else torch.as_tensor(spec.partner_ids, dtype=torch.int64)
+    n = spec.pairs_per_shard
+    picks = (torch.randint(len(objects), (n, 2), generator=generator) if spec.partner_ids is None else
+             torch.stack([torch.randint(len(objects), (n,), generator=generator),
+                          torch.randint(len(partners), (n,), generator=generator)], 1))
     per_pair = spec.pairs.poses_per_pair
     ids_a = objects[picks[:, 0]].repeat_interleave(per_pair)
-    ids_b = objects[picks[:, 1]].repeat_interleave(per_pair)
+    ids_b = partners[picks[:, 1]].repeat_interleave(per_pair)
     poses_a, poses_b, direction, gap = sample_pairs(lib, ids_a, ids_b, spec.pairs, generator)
     labels = label_pairs(lib, ids_a, ids_b, poses_a, poses_b, direction, spec.pairs, gap)
     return {

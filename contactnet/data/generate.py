@@ -20,11 +20,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from contactnet.data.dataset import DatasetSpec, generate_shards, shard_dir, write_manifest
 from contactnet.data.objects import ObjectSet, build_object_set, load_object_set
-from contactnet.data.pairs import PairSpec
+from contactnet.data.pairs import PLACEMENTS, PairSpec
 from contactnet.data.seeds import derive_seed
 from contactnet.geometry.mesh import Mesh, MeshLibrary
-
-SPLITS = ("train", "val", "test_known", "test_unknown")
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -50,23 +48,41 @@ def object_library(objects: ObjectSet, device: str | torch.device = "cpu") -> Me
 
 
 def split_objects(objects: ObjectSet, unknown_families) -> dict[str, list[int]]:
+    """Object ids by role: "known" / "unknown" (by family; never the inner copies) and
+    "known_inner" / "unknown_inner" (the inner copies of those objects)."""
     unknown = set(unknown_families)
     missing = unknown - set(objects.families)
     if missing:
         raise ValueError(f"unknown_families: {sorted(missing)} are not in the object set")
-    ids = {"known": [i for i, f in enumerate(objects.families) if f not in unknown],
-           "unknown": [i for i, f in enumerate(objects.families) if f in unknown]}
+    inner_of = objects.inner_of or [None] * len(objects)
+    ids = {"known": [i for i, f in enumerate(objects.families) if f not in unknown and inner_of[i] is None],
+           "unknown": [i for i, f in enumerate(objects.families) if f in unknown and inner_of[i] is None]}
     if not ids["known"] or not ids["unknown"]:
         raise ValueError("unknown_families: both the known and the unknown object sets must be non-empty")
+    for role in ("known", "unknown"):
+        originals = set(ids[role])
+        ids[f"{role}_inner"] = [i for i, o in enumerate(inner_of) if o in originals]
     return ids
 
 
-def split_spec(data: DictConfig, name: str, object_ids: list[int]) -> DatasetSpec:
+def split_spec(data: DictConfig, name: str, ids: dict[str, list[int]]) -> DatasetSpec:
+    """The DatasetSpec of split `name`: its objects ("known" / "unknown"), its placement (one of
+    PLACEMENTS; `manipulate: true / false` in older configs) and the positive-rate band of that
+    placement (`positive_rate_band.<placement>`, else the uniform one)."""
     split = data.splits[name]
-    band = data.positive_rate_band.manipulated if split.manipulate else data.positive_rate_band.uniform
-    pairs = PairSpec(poses_per_pair=split.poses_per_pair, manipulate=split.manipulate,
+    placement = split.get("placement", None) or ("manipulated" if split.get("manipulate", True) else "uniform")
+    if placement not in PLACEMENTS:
+        raise ValueError(f"splits.{name}.placement: expected one of {PLACEMENTS}, got {placement!r}")
+    band = data.positive_rate_band.get(placement, data.positive_rate_band.uniform)
+    pairs = PairSpec(poses_per_pair=split.poses_per_pair, placement=placement,
                      uniform_fraction=split.get("uniform_fraction", 0.0), **data.pairs)
-    return DatasetSpec(object_ids=object_ids, pairs_per_shard=split.pairs_per_shard,
+    partners = None
+    if placement == "nested":
+        partners = ids[f"{split.objects}_inner"]
+        if not partners:
+            raise ValueError(f"splits.{name}: the nested placement needs the object set's inner copies "
+                             "(objects.inner_scale is null)")
+    return DatasetSpec(object_ids=ids[split.objects], partner_ids=partners, pairs_per_shard=split.pairs_per_shard,
                        num_shards=split.num_shards, seed=derive_seed(data.seed, name), pairs=pairs,
                        positive_rate_band=tuple(band))
 
@@ -105,7 +121,7 @@ def generate(data: DictConfig, out_dir: str | Path, split: str | None = None, sh
     ids = split_objects(objects, data.unknown_families)
     object_table = {"root": str(out / "objects"), "names": objects.names, "families": objects.families,
                     "known": ids["known"], "unknown": ids["unknown"]}
-    names = SPLITS if split is None else [split]
+    names = list(data.splits) if split is None else [split]
     for name in names:
         if name not in data.splits:
             raise ValueError(f"split: expected one of {list(data.splits)}, got {name!r}")
@@ -113,7 +129,7 @@ def generate(data: DictConfig, out_dir: str | Path, split: str | None = None, sh
         _generate_in_parallel(data, out, names, workers, progress)
     manifests = {}
     for name in names:
-        spec = split_spec(data, name, ids[data.splits[name].objects])
+        spec = split_spec(data, name, ids)
         generate_shards(lib, spec, out / name, shards=None if shard is None else [int(shard)], progress=progress)
         complete = all(shard_dir(out / name, i).exists() for i in range(spec.num_shards))
         manifests[name] = write_manifest(out / name, spec, object_table) if complete else None

@@ -8,6 +8,10 @@ Layout of a set folder:
 Each object file is a pure function of (spec, object index) and is written atomically, so an
 interrupted build resumes by skipping the objects already on disk.
 
+After the N objects come N inner copies (ids N..2N-1, `inner_scale`): object i scaled by a factor
+drawn in the range, named `<name>@inner`, same family. They are B in the nested test placement
+(one object inside or just outside another); the known / unknown object lists never include them.
+
     python -m contactnet.data.objects --out data/objects/procedural --objects-per-family 8
     python -m contactnet.data.objects --out data/objects/ycb --mesh-folder /data/ycb --scale 1.0
 """
@@ -34,6 +38,7 @@ class ObjectSetSpec:
     seed: int = 0
     num_points: int = 1500  # K surface samples per object
     scale: float = 1.0  # folder only: the paper also tests 0.7x-2x
+    inner_scale: tuple[float, float] | None = (0.2, 0.5)  # scale range of the inner copies; None: none
 
 
 @dataclass
@@ -49,6 +54,7 @@ class ObjectSet:
     normals: np.ndarray  # (N, K, 3)
     aabb: np.ndarray  # (N, 2, 3) min and max corners, object frame
     manifest: dict = field(repr=False, default_factory=dict)
+    inner_of: list[int | None] = field(default_factory=list)  # id of the original, for inner copies
 
     def __len__(self) -> int:
         return len(self.names)
@@ -74,6 +80,8 @@ def build_object_set(spec: ObjectSetSpec, out_dir: str | Path, progress: bool = 
     out_dir = Path(out_dir)
     if spec.num_points <= 0:
         raise ValueError(f"num_points: expected a positive count, got {spec.num_points}")
+    if spec.inner_scale is not None and not 0 < spec.inner_scale[0] <= spec.inner_scale[1]:
+        raise ValueError(f"inner_scale: expected a range 0 < low <= high (or None), got {spec.inner_scale}")
     skipped = []
     if spec.source == "procedural":
         sources = list(_procedural_sources(spec))
@@ -98,6 +106,8 @@ def build_object_set(spec: ObjectSetSpec, out_dir: str | Path, progress: bool = 
             n_vertices, n_faces = len(vertices), len(faces)
         table.append({"name": name, "family": family, "source": source, "vertices": n_vertices,
                       "faces": n_faces, "extent_m": float((aabb[1] - aabb[0]).max())})
+    if spec.inner_scale is not None:
+        table += [_inner_copy(spec, out_dir / "objects", i, entry) for i, entry in enumerate(list(table))]
 
     manifest = {
         "format": "contactnet.object_set/1",
@@ -108,6 +118,21 @@ def build_object_set(spec: ObjectSetSpec, out_dir: str | Path, progress: bool = 
     }
     write_json_atomic(out_dir / "manifest.json", manifest)
     return manifest
+
+
+def _inner_copy(spec: ObjectSetSpec, folder: Path, index: int, entry: dict) -> dict:
+    """Write (unless present) the inner copy of object `index`: its mesh and cloud scaled about the
+    AABB centre (the frame origin) by a factor drawn from (seed, index); its table entry."""
+    lo, hi = spec.inner_scale
+    factor = lo + (hi - lo) * np.random.default_rng(derive_seed(spec.seed, "inner", index)).random()
+    path = folder / f"{entry['name']}@inner.npz"
+    if not path.exists():
+        with np.load(folder / f"{entry['name']}.npz") as original:
+            save_npz_atomic(path, vertices=original["vertices"] * factor, faces=original["faces"],
+                            points=(original["points"] * factor).astype(np.float32), normals=original["normals"],
+                            aabb=original["aabb"] * factor)
+    return {**entry, "name": f"{entry['name']}@inner", "source": f"{entry['source']}@x{factor:.4f}",
+            "extent_m": entry["extent_m"] * factor, "inner_of": index}
 
 
 def load_object_set(root: str | Path) -> ObjectSet:
@@ -130,7 +155,7 @@ def load_object_set(root: str | Path) -> ObjectSet:
         names.append(entry["name"])
         families.append(entry["family"])
     return ObjectSet(root, names, families, vertices, faces, np.stack(points), np.stack(normals),
-                     np.stack(aabb), manifest)
+                     np.stack(aabb), manifest, [entry.get("inner_of") for entry in manifest["objects"]])
 
 
 def main(argv=None) -> None:

@@ -12,6 +12,17 @@ box broad phase already rules out tells nothing about a narrow-phase collision c
 Either way the label is then computed by `mesh_collide` at the final poses: s only steers the
 sampling towards the contact boundary, it is never the label.
 
+Two test placements probe where collision checkers fail:
+- boundary: distance-manipulated with |s| uniform in `boundary_gap` (0–1 cm) and a random sign,
+  so about half of the pairs touch or slightly penetrate and the rest are just apart;
+- nested: B is a small object (a scaled-down copy, see `ObjectSetSpec.inner_scale`) whose centre
+  is drawn in A's box, redrawn until the surfaces do not cross (B in a hollow of A, inside A's
+  solid, or beside A; from halfway through `max_redraws` B may start beside A's box, for objects
+  with no room inside), then moved along the minimum-distance direction to a gap s with |s|
+  uniform in `nested_gap` (0.1 mm–1 cm) and a random sign: just outside A (free), just through a
+  wall of A (colliding), or, when B started inside A's solid, still inside it (colliding by
+  containment, with no surface crossing).
+
 Per sample: object ids, both poses, the exact collision label, a signed distance, and the IPC
 barrier b(d², d̂²) as a smooth proximity target.
 
@@ -32,23 +43,36 @@ import torch
 
 from contactnet.geometry.boxes import boxes_overlap
 from contactnet.geometry.mesh import MeshLibrary
+from contactnet.geometry.poses import transform_points
 from contactnet.ops import barrier, mesh_collide, mesh_distance
 
-__all__ = ["PairSpec", "label_pairs", "manipulate", "random_quaternions", "sample_pairs", "start_poses"]
+__all__ = ["PLACEMENTS", "PairSpec", "label_pairs", "manipulate", "random_quaternions", "sample_pairs", "start_poses"]
+
+PLACEMENTS = ("manipulated", "uniform", "boundary", "nested")
 
 
 @dataclass
 class PairSpec:
     poses_per_pair: int = 1000  # poses per object pair (the paper's 1000), stored contiguously
-    manipulate: bool = True  # True: distance-manipulated (training); False: uniform (test)
-    # With manipulate: this fraction of the rows gets uniform poses instead (see sample_pairs).
+    placement: str = "manipulated"  # one of PLACEMENTS (see the module docstring)
+    # With "manipulated": this fraction of the rows gets uniform poses instead (see sample_pairs).
     uniform_fraction: float = 0.0
     sigma: float = 0.02  # metres, std of the target signed gap s
     box_size: float = 1.0  # metres, side of the box A's position is drawn in
     dhat: float = 0.01  # metres, barrier activation distance
     penetration_tol: float = 1e-4  # metres, bisection tolerance of the penetration estimate
+    boundary_gap: tuple[float, float] = (0.0, 0.01)  # metres, range of |s| for "boundary"
+    nested_gap: tuple[float, float] = (1e-4, 0.01)  # metres, surface gap range for "nested"
+    max_redraws: int = 32  # "nested": rounds of redraws towards each row's inside / outside target
 
     def __post_init__(self):
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement: expected one of {PLACEMENTS}, got {self.placement!r}")
+        for name in ("boundary_gap", "nested_gap"):
+            lo, hi = getattr(self, name)
+            if not 0 <= lo <= hi:
+                raise ValueError(f"{name}: expected a range 0 <= low <= high in metres, got {getattr(self, name)}")
+            setattr(self, name, (float(lo), float(hi)))
         for name in ("sigma", "box_size", "dhat", "penetration_tol"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: expected > 0, got {getattr(self, name)}")
@@ -118,9 +142,16 @@ def sample_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spe
     of, so a model trained on manipulated pairs alone misjudges them.
     """
     ids_a, ids_b = ids_a.cpu(), ids_b.cpu()
-    if not spec.manipulate:
+    if spec.placement == "uniform":
         return _on_library_device(lib, *_uniform_poses(lib, ids_a, ids_b, spec, generator))
+    if spec.placement == "nested":
+        return _nested_poses(lib, ids_a, ids_b, spec, generator)
     poses_a, poses_b, s = start_poses(lib, ids_a, ids_b, spec, generator)
+    if spec.placement == "boundary":
+        lo, hi = spec.boundary_gap
+        sign = torch.randint(2, s.shape, generator=generator, dtype=s.dtype) * 2 - 1
+        s = sign * (lo + (hi - lo) * torch.rand(s.shape, generator=generator, dtype=s.dtype))
+        return (poses_a, *manipulate(lib, ids_a, ids_b, poses_a, poses_b, s))
     if spec.uniform_fraction == 0:
         return (poses_a, *manipulate(lib, ids_a, ids_b, poses_a, poses_b, s))
     out = _on_library_device(lib, *_uniform_poses(lib, ids_a, ids_b, spec, generator))
@@ -156,6 +187,47 @@ def _uniform_poses(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, s
     u = pos_a - pos_b
     u = u / u.norm(dim=1, keepdim=True).clamp_min(1e-12)
     return torch.cat([pos_a, rot_a], 1), torch.cat([pos_b, rot_b], 1), u, torch.full((q,), float("nan"), dtype=dtype)
+
+
+def _nested_poses(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, spec: PairSpec,
+                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """sample_pairs' nested placement (module docstring). Where B started inside A's solid the
+    returned direction is -u (from A's nearest surface towards B: the way out for a contained B,
+    so the penetration bisection of `label_pairs` moves B out rather than deeper in) and the gap
+    is NaN (moving a contained B back by its gap does not separate it, so it cannot bracket that
+    bisection); elsewhere they are u and s as for manipulated pairs."""
+    q, dtype = ids_a.shape[0], lib.dtype
+    pos_a = (torch.rand(q, 3, generator=generator, dtype=dtype) * 2 - 1) * spec.box_size / 2
+    poses_a = torch.cat([pos_a, random_quaternions(q, generator, dtype)], 1)
+    lo, hi = spec.nested_gap
+    sign = torch.randint(2, (q,), generator=generator, dtype=dtype) * 2 - 1
+    gap = sign * (lo + (hi - lo) * torch.rand(q, generator=generator, dtype=dtype))
+    boxes = torch.stack([lib[i].bounds() for i in range(len(lib))]).to(dtype)
+    box_a, reach_b = boxes[ids_a], _radius(lib, ids_b).cpu()
+    start_b = torch.empty_like(poses_a)
+    todo = torch.ones(q, dtype=torch.bool)
+    for round_ in range(spec.max_redraws):
+        # Whole rounds of draws for every row keep the shard a pure function of the seed.
+        unit = torch.rand(q, 3, generator=generator, dtype=dtype)
+        rot_b = random_quaternions(q, generator, dtype)
+        # From halfway on, B's centre may also fall in A's box grown by B's radius: where A's
+        # features are closer together than B is wide (a comb's teeth), B fits only beside A.
+        grow = reach_b[:, None] if round_ >= spec.max_redraws // 2 else 0
+        centre = transform_points(poses_a, box_a[:, 0] - grow + unit * (box_a[:, 1] - box_a[:, 0] + 2 * grow))
+        rows = todo.nonzero().squeeze(1)
+        trial = torch.cat([centre[rows], rot_b[rows]], 1)
+        # A start counts when the surfaces do not cross (B in a hollow, beside A, or inside it).
+        apart = mesh_distance(lib, *_on_library_device(lib, ids_a[rows], ids_b[rows], poses_a[rows], trial)).distance > 0
+        ok = apart.cpu() | (round_ == spec.max_redraws - 1)
+        start_b[rows[ok]] = trial[ok]
+        todo[rows[ok]] = False
+        if not bool(todo.any()):
+            break
+    contained = mesh_collide(lib, *_on_library_device(lib, ids_a, ids_b, poses_a, start_b)).cpu()
+    poses_b, u, s = manipulate(lib, ids_a, ids_b, poses_a, start_b, gap)
+    contained = contained.to(u.device)
+    direction = torch.where(contained[:, None], -u, u)
+    return (poses_a.to(lib.device), poses_b, direction, torch.where(contained, torch.full_like(s, float("nan")), s))
 
 
 def label_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, poses_a: torch.Tensor,

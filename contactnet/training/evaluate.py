@@ -1,33 +1,46 @@
 """Score a trained network on generated test sets (the work of `python eval.py`)."""
 
-import json
 from pathlib import Path
 
 import torch
 
-from contactnet.data.datamodule import PairGroups
+from contactnet.data.datamodule import PairDataModule, PairGroups
 from contactnet.data.objects import load_object_set
+from contactnet.data.storage import write_json_atomic
 from contactnet.models import load_model
-from contactnet.training.module import collision_metrics, group_logits
+from contactnet.training.metrics import collision_report
+from contactnet.training.module import group_logits
 
 
 @torch.no_grad()
-def evaluate(ckpt_path: str, data_root: str, splits=("test_known", "test_unknown"), groups_per_batch: int = 16,
-             device: str | None = None) -> dict[str, dict[str, float]]:
+def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int = 16, device: str = "cpu",
+                  objects=None) -> dict[str, torch.Tensor]:
+    """Flat logits, exact labels and signed distances of every query of one split."""
+    objects = objects if objects is not None else load_object_set(Path(data_root) / "objects")
+    loader = torch.utils.data.DataLoader(PairGroups(Path(data_root) / split, objects), batch_size=groups_per_batch)
+    out = {"logit": [], "label": [], "signed_distance": []}
+    for batch in loader:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        logits, _ = group_logits(net, batch)
+        out["logit"].append(logits.flatten().cpu())
+        out["label"].append(batch["label"].flatten().bool().cpu())
+        out["signed_distance"].append(batch["signed_distance"].flatten().cpu())
+    return {k: torch.cat(v) for k, v in out.items()}
+
+
+def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int = 16,
+             device: str | None = None) -> dict[str, dict]:
+    """{split: collision_report} for each split (default: every test split under `data_root`)."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     net = load_model(ckpt_path, map_location=device)
     objects = load_object_set(Path(data_root) / "objects")
+    splits = list(splits) if splits else PairDataModule(str(data_root)).test_splits
     results = {}
     for split in splits:
-        metrics = collision_metrics().to(device)
-        loader = torch.utils.data.DataLoader(PairGroups(Path(data_root) / split, objects), batch_size=groups_per_batch)
-        for batch in loader:
-            batch = {k: v.to(device) for k, v in batch.items()}
-            logits, _ = group_logits(net, batch)
-            metrics.update(torch.sigmoid(logits).flatten(), batch["label"].flatten().long())
-        results[split] = {k: float(v) for k, v in metrics.compute().items()}
+        scores = predict_split(net, data_root, split, groups_per_batch, device, objects)
+        results[split] = collision_report(torch.sigmoid(scores["logit"]), scores["label"], scores["signed_distance"])
     return results
 
 
 def write_results(results: dict, out: str | Path) -> None:
-    Path(out).write_text(json.dumps(results, indent=2))
+    write_json_atomic(out, results)

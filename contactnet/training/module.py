@@ -2,8 +2,9 @@
 
 Loss (LOCC §III-A): BCE(logits, labels) + α · mean ‖f_SE‖² over the batch's embeddings, with an
 optional SceneCollisionNet-style hard-negative weighting of the hardest fraction of queries.
-Metrics on validation and on both test sets: accuracy, TPR (recall), TNR, precision, F1, AP and
-expected calibration error.
+Metrics on validation: accuracy, TPR (recall), TNR, precision, F1, AP and expected calibration
+error. On every test split of the datamodule (`test_splits`): `collision_report` (balanced accuracy
+first, and accuracy per band of true signed distance), kept in `test_reports` and logged flat.
 """
 
 from collections.abc import Callable
@@ -24,8 +25,7 @@ from torchmetrics.classification import (
 
 from contactnet.models.collision_nets import CollisionNet
 from contactnet.models.encoder import ShapeEmbedding
-
-TEST_SETS = ("test_known", "test_unknown")
+from contactnet.training.metrics import collision_report, flat_metrics
 
 
 def group_logits(net: CollisionNet, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,7 +62,8 @@ class CollisionModule(L.LightningModule):
         # A plain-dict description of `net` so checkpoints load without unpickling code.
         self.net_config = net_config
         self.val_metrics = collision_metrics("val/")
-        self.test_metrics = torch.nn.ModuleList([collision_metrics(f"{name}/") for name in TEST_SETS])
+        self._test_outputs: dict[int, list[torch.Tensor]] = {}
+        self.test_reports: dict[str, dict] = {}
 
     def forward_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         return group_logits(self.net, batch)
@@ -90,14 +91,26 @@ class CollisionModule(L.LightningModule):
         self.log_dict(self.val_metrics.compute(), prog_bar=False)
         self.val_metrics.reset()
 
+    def on_test_epoch_start(self):
+        self._test_outputs = {}
+
     def test_step(self, batch, batch_idx, dataloader_idx: int = 0):
         logits, _ = self.forward_batch(batch)
-        self.test_metrics[dataloader_idx].update(torch.sigmoid(logits).flatten(), batch["label"].flatten().long())
+        rows = torch.stack([torch.sigmoid(logits).flatten(), batch["label"].flatten(),
+                            batch["signed_distance"].flatten()], 1)
+        self._test_outputs.setdefault(dataloader_idx, []).append(rows.float())
 
     def on_test_epoch_end(self):
-        for metrics in self.test_metrics:
-            self.log_dict(metrics.compute(), add_dataloader_idx=False)
-            metrics.reset()
+        names = self.trainer.datamodule.test_splits
+        self.test_reports = {}
+        for index, chunks in sorted(self._test_outputs.items()):
+            rows = torch.cat(chunks)
+            if self.trainer.world_size > 1:  # every rank reports on all rows
+                rows = self.all_gather(rows).flatten(0, 1)
+            self.test_reports[names[index]] = collision_report(rows[:, 0], rows[:, 1] > 0.5, rows[:, 2])
+        self.log_dict({k: v for k, v in flat_metrics(self.test_reports).items() if v == v}, add_dataloader_idx=False,
+                      sync_dist=False, rank_zero_only=True)
+        self._test_outputs = {}
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.parameters())

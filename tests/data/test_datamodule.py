@@ -38,7 +38,9 @@ def test_batches_group_poses_by_object_pair(dataset):
     batch = _batch(dm)
     assert batch["points_a"].shape == (3, 256, 3) and batch["poses_a"].shape == (3, 16, 7)
     assert batch["label"].shape == (3, 16) and batch["label"].dtype == torch.float32
-    assert len(dm.test_dataloader()) == 2
+    assert dm.test_splits == ["test_known", "test_unknown", "boundary_known", "boundary_unknown", "nested_known",
+                             "nested_unknown"]
+    assert len(dm.test_dataloader()) == 6
 
 
 @pytest.mark.parametrize("augment", [True, "cube"])

@@ -19,7 +19,8 @@ def _cfg(tmp_path, *overrides):
 
 def test_generate_all_splits(tmp_path):
     manifests = run(_cfg(tmp_path))
-    assert set(manifests) == {"train", "val", "test_known", "test_unknown"}
+    assert set(manifests) == {"train", "val", "test_known", "test_unknown", "boundary_known", "boundary_unknown",
+                              "nested_known", "nested_unknown"}
     train, unknown = load_manifest(tmp_path / "train"), load_manifest(tmp_path / "test_unknown")
     known_ids, unknown_ids = set(train["objects"]["known"]), set(train["objects"]["unknown"])
     families = train["objects"]["families"]
@@ -28,7 +29,16 @@ def test_generate_all_splits(tmp_path):
     for split, allowed in (("train", known_ids), ("test_unknown", unknown_ids)):
         shard = read_shard(tmp_path / split, 0)
         assert set(shard["ids_a"]) | set(shard["ids_b"]) <= allowed
-    assert not unknown["spec"]["pairs"]["manipulate"] and train["spec"]["pairs"]["manipulate"]
+    assert unknown["spec"]["pairs"]["placement"] == "uniform" and train["spec"]["pairs"]["placement"] == "manipulated"
+    # Nested splits: A among the split's objects, B among their inner copies (same families).
+    for role in ("known", "unknown"):
+        nested = load_manifest(tmp_path / f"nested_{role}")
+        inner = set(nested["spec"]["partner_ids"])
+        shard = read_shard(tmp_path / f"nested_{role}", 0)
+        assert set(shard["ids_a"]) <= set(train["objects"][role]) and set(shard["ids_b"]) <= inner
+        assert {families[i] for i in inner} <= {families[i] for i in train["objects"][role]}
+        boundary = load_manifest(tmp_path / f"boundary_{role}")
+        assert boundary["spec"]["pairs"]["placement"] == "boundary"
 
 
 def test_one_shard_at_a_time_then_merge(tmp_path):

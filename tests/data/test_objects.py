@@ -12,10 +12,19 @@ from contactnet.data.objects import ObjectSetSpec, build_object_set, load_object
 def test_build_load_and_resume(tmp_path):
     spec = ObjectSetSpec(families=["mug", "ring"], objects_per_family=2, num_points=64, seed=1)
     manifest = build_object_set(spec, tmp_path, progress=False)
-    assert [o["name"] for o in manifest["objects"]] == ["mug_000", "mug_001", "ring_000", "ring_001"]
+    names = ["mug_000", "mug_001", "ring_000", "ring_001"]
+    assert [o["name"] for o in manifest["objects"]] == names + [f"{n}@inner" for n in names]
     objects = load_object_set(tmp_path)
-    assert len(objects) == 4 and objects.points.shape == (4, 64, 3)
-    assert objects.families == ["mug", "mug", "ring", "ring"]
+    assert len(objects) == 8 and objects.points.shape == (8, 64, 3)
+    assert objects.families == ["mug", "mug", "ring", "ring"] * 2
+    # Inner copies: each original scaled about its frame origin by one factor in inner_scale.
+    assert objects.inner_of == [None] * 4 + [0, 1, 2, 3]
+    for i in range(4):
+        factor = objects.aabb[4 + i] / objects.aabb[i]
+        assert 0.2 <= factor.min() and np.allclose(factor, factor.flat[0], rtol=1e-6) and factor.max() <= 0.5
+        np.testing.assert_allclose(objects.vertices[4 + i], objects.vertices[i] * factor.flat[0], rtol=1e-6)
+        np.testing.assert_allclose(objects.points[4 + i], objects.points[i] * factor.flat[0], rtol=1e-5)
+        np.testing.assert_array_equal(objects.normals[4 + i], objects.normals[i])
     # Interrupted run: one object file lost. Resuming rebuilds exactly that file, byte for byte.
     lost = tmp_path / "objects" / "ring_000.npz"
     before = lost.read_bytes()
@@ -32,7 +41,7 @@ def test_mesh_folder_source_via_cli(tmp_path):
     trimesh.creation.annulus(0.03, 0.05, 0.02).export(folder / "washer.stl")
     main(["--out", str(tmp_path / "set"), "--mesh-folder", str(folder), "--num-points", "32", "--scale", "2"])
     objects = load_object_set(tmp_path / "set")
-    assert objects.names == ["washer"]
+    assert objects.names == ["washer", "washer@inner"]
     np.testing.assert_allclose(np.ptp(objects.vertices[0], axis=0).max(), 0.2, atol=1e-6)
     assert json.loads((tmp_path / "set" / "manifest.json").read_text())["spec"]["scale"] == 2.0
 
@@ -42,5 +51,7 @@ def test_bad_specs(tmp_path):
         build_object_set(ObjectSetSpec(families=["teapot"]), tmp_path, progress=False)
     with pytest.raises(ValueError, match="num_points"):
         build_object_set(ObjectSetSpec(num_points=0), tmp_path, progress=False)
+    with pytest.raises(ValueError, match="inner_scale"):
+        build_object_set(ObjectSetSpec(inner_scale=(0.5, 0.2)), tmp_path, progress=False)
     with pytest.raises(FileNotFoundError, match="manifest.json"):
         load_object_set(tmp_path / "missing")

@@ -33,11 +33,11 @@ def _queries(lib, q, spec, seed):
     return ids_a, ids_b, poses_a, poses_b, u, s
 
 
-@pytest.mark.parametrize("manipulate", [True, False])
-def test_labels_agree_with_independent_labeller(lib, objects, manipulate):
-    spec = PairSpec(manipulate=manipulate)
+@pytest.mark.parametrize("placement", ["manipulated", "uniform"])
+def test_labels_agree_with_independent_labeller(lib, objects, placement):
+    spec = PairSpec(placement=placement)
     # 2 x 5000 pairs: the issue's 10k random pairs, half manipulated, half uniform.
-    ids_a, ids_b, pa, pb, u, s = _queries(lib, 5000, spec, seed=1 + manipulate)
+    ids_a, ids_b, pa, pb, u, s = _queries(lib, 5000, spec, seed=1 + (placement == "manipulated"))
     labels = label_pairs(lib, ids_a, ids_b, pa, pb, u, spec, s)
     oracle = FclLabeller([v for v, _ in objects], [f for _, f in objects])
     compared = 0
@@ -132,7 +132,69 @@ def test_uniform_fraction_mixes_uniform_rows_into_manipulated_ones(lib):
         torch.testing.assert_close(x, y, equal_nan=True)
 
 
+@pytest.fixture(scope="module")
+def nested_lib(objects):
+    """The subset's objects (ids 0..7) followed by copies scaled by 0.3 (ids 8..15)."""
+    meshes = [Mesh(v, f) for v, f in objects] + [Mesh(v * 0.3, f) for v, f in objects]
+    return MeshLibrary(meshes, dtype=torch.float64)
+
+
+def test_boundary_placement_labels_and_gaps(lib, objects):
+    """Boundary pairs: |gap| within 1 cm, about half colliding; labels from the exact kernels agree
+    with the independent labeller, never taken from the sign of the gap."""
+    spec = PairSpec(placement="boundary")
+    ids_a, ids_b, pa, pb, u, s = _queries(lib, 1500, spec, seed=21)
+    out = label_pairs(lib, ids_a, ids_b, pa, pb, u, spec, s)
+    label, sd = out["label"], out["signed_distance"]
+    imposed = ~s.isnan()
+    assert imposed.float().mean() > 0.97 and (s[imposed].abs() <= 0.01).all()
+    assert 0.4 < label.float().mean() < 0.6
+    # Separated: the true distance is at most the gap; colliding: penetration about |gap| or less.
+    apart = ~label & imposed & (s > 0)
+    assert (sd[apart] <= s[apart] + 1e-9).all()
+    assert ((s[imposed] < 0) == label[imposed]).float().mean() > 0.9
+    assert (sd[~label] <= 0.01 + 1e-9).float().mean() > 0.99
+    assert (sd[label] >= -0.0102).float().mean() > 0.95
+    oracle = FclLabeller([v for v, _ in objects], [f for _, f in objects])
+    for k in range(0, len(ids_a), 5):
+        if abs(float(sd[k])) > 1e-7:
+            assert bool(label[k]) == oracle.label(int(ids_a[k]), int(ids_b[k]), pa[k], pb[k]), k
+
+
+def test_nested_placement_inside_or_just_outside(nested_lib, objects):
+    """Nested pairs: the small B lies just outside A, just through a wall of A, or inside A's
+    solid (colliding by containment, surfaces apart); the labels agree with the independent
+    labeller, and the penetration estimate moves B out of A."""
+    spec = PairSpec(placement="nested", max_redraws=32)
+    g = torch.Generator().manual_seed(22)
+    ids_a = torch.randint(8, (600,), generator=g)
+    ids_b = torch.randint(8, (600,), generator=g) + 8
+    pa, pb, u, s = sample_pairs(nested_lib, ids_a, ids_b, spec, g)
+    out = label_pairs(nested_lib, ids_a, ids_b, pa, pb, u, spec, s)
+    label, sd = out["label"], out["signed_distance"]
+    surface = mesh_distance(nested_lib, ids_a, ids_b, pa, pb).distance
+    assert 0.4 < label.float().mean() < 0.7
+    # Free rows sit within the gap range of A; colliding rows include containment (no crossing).
+    lo, hi = spec.nested_gap
+    assert ((surface[~label] >= lo - 1e-9) & (surface[~label] <= hi + 1e-9)).float().mean() > 0.95
+    contained = label & (surface > 0)
+    assert contained.any()
+    # Moving B by the penetration estimate along -direction separates it (but for the rare row
+    # that a move away from A's nearest wall pushed into another feature of A: a comb's teeth).
+    moved = pb[label].clone()
+    moved[:, :3] -= (-sd[label] + 2 * spec.penetration_tol)[:, None] * u[label]
+    assert mesh_collide(nested_lib, ids_a[label], ids_b[label], pa[label], moved).float().mean() < 0.02
+    oracle = FclLabeller([v for v, _ in objects] + [v * 0.3 for v, _ in objects], [f for _, f in objects] * 2)
+    for k in range(0, len(ids_a), 3):
+        if abs(float(surface[k])) > 1e-7:
+            assert bool(label[k]) == oracle.label(int(ids_a[k]), int(ids_b[k]), pa[k], pb[k]), k
+
+
 def test_bad_spec():
+    with pytest.raises(ValueError, match="placement: expected one of"):
+        PairSpec(placement="random")
+    with pytest.raises(ValueError, match="boundary_gap"):
+        PairSpec(boundary_gap=(0.01, 0.0))
     with pytest.raises(ValueError, match="uniform_fraction"):
         PairSpec(uniform_fraction=1.5)
     with pytest.raises(ValueError, match="sigma"):
