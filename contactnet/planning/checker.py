@@ -216,13 +216,11 @@ class CollisionChecker(nn.Module):
         colliding = torch.zeros(mask.numel(), dtype=torch.bool, device=signed.device).index_put((sel,), hit)
         return full.reshape(mask.shape), colliding.reshape(mask.shape)
 
-    def _hybrid(self, logit, ids_a, ids_b, poses_a, poses_b, candidates=None, per_a: int = 1):
-        """The hybrid's decision on logits of any shape: the candidates (bool, logit's shape; None:
-        all) with |logit| < tau go to `_exact_at` (same index convention). Returns colliding,
-        probability (0/1 where deferred), signed distance (NaN where not deferred), deferred."""
+    def _hybrid(self, logit, ids_a, ids_b, poses_a, poses_b, per_a: int = 1):
+        """The hybrid's decision on logits of any shape: those with |logit| < tau go to `_exact_at`
+        (same index convention). Returns colliding, probability (0/1 where deferred), signed
+        distance (NaN where not deferred) and the deferred mask."""
         deferred = defer(logit, self.tau)
-        if candidates is not None:
-            deferred = deferred & candidates
         signed, hit = self._exact_at(deferred, ids_a, ids_b, poses_a, poses_b, float("nan"), per_a=per_a)
         colliding = torch.where(deferred, hit, logit > 0)
         probability = torch.where(deferred, hit.to(logit.dtype), torch.sigmoid(logit))
@@ -286,9 +284,10 @@ class CollisionChecker(nn.Module):
         if self.backend == "hybrid":
             # Per slot, then the any. A deferred slot is checked even beside a confident hit in the
             # same query, so `deferred` and the signed distances mean the same in every query.
-            # Disabled slots (logit -inf) are never deferred and have probability 0.
+            # Disabled slots hold logit -inf: never deferred (|-inf| < tau is false, tau = inf too),
+            # never colliding, probability 0.
             slot, prob, signed, deferred = self._hybrid(per, ids, obs_ids.reshape(-1), poses,
-                                                        obs_poses.reshape(-1, 7), enabled, per_a=n)
+                                                        obs_poses.reshape(-1, 7), per_a=n)
             signed = torch.where(deferred, signed, float("inf")).min(-1).values
             signed = torch.where(deferred.any(-1), signed, float("nan"))
             return WorldResult(slot.any(-1).reshape(shape), prob.max(-1).values.reshape(shape),

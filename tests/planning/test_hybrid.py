@@ -91,12 +91,12 @@ def test_world_query_is_decided_per_obstacle_slot(scene, trained):
 def test_huge_tau_defers_everything_to_the_exact_backend(world, scene, trained):
     ids_a, ids_b, pa, pb = random_pairs(world, 200, seed=8)
     e = CollisionChecker(world, "exact").pairwise(ids_a, ids_b, pa, pb)
-    h = CollisionChecker(world, "hybrid", trained, tau=math.inf).pairwise(ids_a, ids_b, pa, pb)
+    h = CollisionChecker(world, "hybrid", trained, tau=1e9).pairwise(ids_a, ids_b, pa, pb)
     assert h.deferred.all() and torch.equal(h.colliding, e.colliding) and torch.equal(h.probability, e.probability)
     torch.testing.assert_close(h.signed_distance, e.signed_distance, **SD)
     w, ids, poses, env = scene
     e = CollisionChecker(w, "exact").world_query(ids, poses, env)
-    h = CollisionChecker(w, "hybrid", trained, tau=1e9).world_query(ids, poses, env)
+    h = CollisionChecker(w, "hybrid", trained, tau=math.inf).world_query(ids, poses, env)
     assert torch.equal(h.deferred, torch.isfinite(e.per_obstacle))  # every enabled slot, no disabled one
     assert torch.equal(h.colliding, e.colliding) and torch.equal(h.probability, e.probability)
     torch.testing.assert_close(h.signed_distance, e.signed_distance, **SD)
