@@ -1,10 +1,12 @@
 """Collision checking for planners: a `CollisionWorld` of meshes and per-environment obstacles, and
-a `CollisionChecker` (learned or exact backend) with batched, differentiable queries and costs.
-No Lightning import."""
+a `CollisionChecker` (learned, exact or certified hybrid backend) with batched, differentiable
+queries and costs, and `choose_tau` / `hybrid_summary` to set the hybrid's threshold. No Lightning
+import."""
 
 from contactnet.planning.checker import BACKENDS, CollisionChecker, PairResult, WorldResult
 from contactnet.planning.cost import collision_cost, learned_collision_cost
 from contactnet.planning.exact import exact_signed_distance
+from contactnet.planning.hybrid import choose_tau, hybrid_summary
 from contactnet.planning.world import CollisionWorld
 
 __all__ = [
@@ -13,7 +15,9 @@ __all__ = [
     "CollisionWorld",
     "PairResult",
     "WorldResult",
+    "choose_tau",
     "collision_cost",
     "exact_signed_distance",
+    "hybrid_summary",
     "learned_collision_cost",
 ]

@@ -1,20 +1,29 @@
 """`CollisionChecker`: batched, differentiable collision queries against a `CollisionWorld`, with a
-learned backend (LOCC or Global-OCN over cached shape embeddings) or the exact kernels.
+learned backend (LOCC or Global-OCN over cached shape embeddings), the exact kernels, or the
+certified hybrid of both.
 
 Queries (leading batch shape `...` is anything, e.g. (B, Q) or (B, H) trajectories):
 - `pairwise(a, b, poses_a, poses_b)`: mesh names/ids `a`, `b` (...), poses (..., 7) ->
   `PairResult` (colliding, probability, logit [learned], signed distance [exact]);
-- `world(mesh, poses, env_idx)`: one moving mesh per query against every enabled obstacle of its
+- `world_query(mesh, poses, env_idx)`: one moving mesh per query against every enabled obstacle of its
   environment -> `WorldResult` (per-query verdict and per-obstacle values);
 - `cost(mesh, poses, env_idx)` (also `forward`): the summed activation-distance cost (cost.py),
-  differentiable with respect to `poses` for both backends.
+  differentiable with respect to `poses` for every backend.
+
+Certified hybrid ("hybrid", a LOCC or Global-OCN `model` and a threshold `tau` > 0): the network's
+verdict stands where it is confident, |logit| >= tau, and the exact kernels decide the rest, so
+wherever a query is deferred its verdict is the exact backend's. `pairwise` decides per pair,
+`world_query` per (query, obstacle) slot before taking the any; both report what went to the
+exact check in `deferred`. `choose_tau` (hybrid.py) picks tau on validation data for a target
+error rate. The cost stays the learned one (see `cost`).
 
 Hot path. The learned backend, with `validate=False` and integer id / env tensors, has fixed shapes
 and no host synchronisation (disabled and empty obstacle slots are computed and masked, never
 skipped), so it traces under `torch.compile` and can be captured in a CUDA graph. `validate=True`
 (the default) checks names, ranges, shapes and NaN first, which synchronises. The exact backend
 skips disabled slots and bisects penetrations, both data dependent: it is the verifier, not the
-graph-captured inner loop.
+graph-captured inner loop. So are the hybrid's verdicts: which queries reach the exact kernels
+depends on the logits, and finding them synchronises. Its cost is the learned path.
 """
 
 from __future__ import annotations
@@ -28,41 +37,48 @@ from contactnet.models.collision_nets import LOCC, CollisionNet, GlobalOCN
 from contactnet.models.encoder import ShapeEmbedding
 from contactnet.planning.cost import collision_cost, learned_collision_cost
 from contactnet.planning.exact import exact_signed_distance
+from contactnet.planning.hybrid import defer
 from contactnet.planning.world import CollisionWorld
 
 __all__ = ["BACKENDS", "CollisionChecker", "PairResult", "WorldResult"]
 
-BACKENDS = ("locc", "global_ocn", "exact")
+BACKENDS = ("locc", "global_ocn", "exact", "hybrid")
 
 
 class PairResult(NamedTuple):
-    colliding: torch.Tensor  # (...) bool: logit > 0 (learned) or the exact verdict
-    probability: torch.Tensor  # (...) sigmoid(logit) (learned), colliding as 0/1 (exact)
-    logit: torch.Tensor | None  # (...) learned only
-    signed_distance: torch.Tensor | None  # (...) metres, exact only (see planning/exact.py)
+    colliding: torch.Tensor  # (...) bool: logit > 0 (learned) or the exact verdict (hybrid: where deferred)
+    probability: torch.Tensor  # (...) sigmoid(logit) (learned), colliding as 0/1 (exact, hybrid deferred)
+    logit: torch.Tensor | None  # (...) learned and hybrid
+    signed_distance: torch.Tensor | None  # (...) metres, exact (see planning/exact.py); hybrid:
+    #                                       where deferred, NaN elsewhere
+    deferred: torch.Tensor | None = None  # (...) bool, hybrid only: decided by the exact kernels
 
 
 class WorldResult(NamedTuple):
     colliding: torch.Tensor  # (...) bool: any enabled obstacle collides
     probability: torch.Tensor  # (...) max over enabled obstacles (0 when none is enabled)
-    signed_distance: torch.Tensor | None  # (...) min over enabled obstacles (+inf if none), exact only
-    per_obstacle: torch.Tensor  # (..., N) logits (learned, -inf when disabled) or signed
+    signed_distance: torch.Tensor | None  # (...) min over enabled obstacles (+inf if none), exact;
+    #                                       hybrid: min over the deferred slots only (NaN if none)
+    per_obstacle: torch.Tensor  # (..., N) logits (learned, hybrid; -inf when disabled) or signed
     #                             distances (exact, +inf when disabled), one per obstacle slot
+    deferred: torch.Tensor | None = None  # (..., N) bool, hybrid only: slots decided exactly
 
 
 class CollisionChecker(nn.Module):
     """Collision queries on `world` with backend "locc", "global_ocn" (both need `model`, a
-    trained `LOCC` / `GlobalOCN`) or "exact".
+    trained `LOCC` / `GlobalOCN`), "exact", or "hybrid" (`model` either, and `tau`).
 
     eta: activation distance of the cost (metres); chunk: queries per network call (bounds memory);
     penetration_tol: bisection tolerance of the exact penetration estimate (metres); validate:
-    check every argument (names, shapes, NaN) — turn off on a compiled / graph-captured hot path.
+    check every argument (names, shapes, NaN) — turn off on a compiled / graph-captured hot path;
+    tau (hybrid only, > 0, inf defers everything): queries with |logit| < tau get the exact verdict.
     The model is moved to the world's device, put in eval mode and frozen (requires_grad False) in
     place: pose gradients never need weight gradients.
     """
 
     def __init__(self, world: CollisionWorld, backend: str = "exact", model: CollisionNet | None = None,
-                 eta: float = 0.02, chunk: int = 16384, penetration_tol: float = 1e-3, validate: bool = True):
+                 eta: float = 0.02, chunk: int = 16384, penetration_tol: float = 1e-3, validate: bool = True,
+                 tau: float | None = None):
         super().__init__()
         if not isinstance(world, CollisionWorld):
             raise ValueError(f"world: expected a CollisionWorld, got {type(world).__name__}")
@@ -74,6 +90,13 @@ class CollisionChecker(nn.Module):
             raise ValueError(f"penetration_tol: expected > 0, got {penetration_tol}")
         if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
             raise ValueError(f"chunk: expected an int >= 1, got {chunk!r}")
+        if backend != "hybrid" and tau is not None:
+            raise ValueError(f"tau: only the 'hybrid' backend takes a threshold, got tau={tau!r} with "
+                             f"backend {backend!r}")
+        if backend == "hybrid" and (isinstance(tau, bool) or not isinstance(tau, (int, float)) or not tau > 0):
+            raise ValueError(f"tau: backend 'hybrid' needs a threshold tau > 0 (queries with |logit| < tau go "
+                             f"to the exact check), got {tau!r}")
+        self.tau = None if tau is None else float(tau)
         self.world, self.backend, self.eta = world, backend, float(eta)
         self.chunk, self.penetration_tol, self.validate = chunk, float(penetration_tol), validate
         if backend == "exact":
@@ -81,10 +104,10 @@ class CollisionChecker(nn.Module):
                 raise ValueError("model: the exact backend takes no model")
             self.model = None
         else:
-            expected = LOCC if backend == "locc" else GlobalOCN
+            expected = {"locc": (LOCC,), "global_ocn": (GlobalOCN,), "hybrid": (LOCC, GlobalOCN)}[backend]
             if not isinstance(model, expected):
-                raise ValueError(f"model: backend {backend!r} needs a {expected.__name__}, got "
-                                 f"{type(model).__name__}")
+                raise ValueError(f"model: backend {backend!r} needs a {' or '.join(e.__name__ for e in expected)}, "
+                                 f"got {type(model).__name__}")
             self.model = model.to(world.device).eval().requires_grad_(False)
         self._table: ShapeEmbedding | None = None
         self._table_version = -1
@@ -101,6 +124,7 @@ class CollisionChecker(nn.Module):
 
     @property
     def learned(self) -> bool:
+        """Whether a network runs (the learned backends and the hybrid)."""
         return self.backend != "exact"
 
     # ---- embeddings -------------------------------------------------------------------------
@@ -179,6 +203,29 @@ class CollisionChecker(nn.Module):
                                      poses_a.to(w.dtype), poses_b.to(w.dtype), self.penetration_tol,
                                      upper_bound)
 
+    def _exact_at(self, mask, ids_a, ids_b, poses_a, poses_b, fill: float, upper_bound=None, per_a: int = 1):
+        """Exact (signed distance, colliding) where `mask` (K,) or (Q, N) is set, `fill` / False
+        elsewhere, in mask's shape. Flat entry k pairs a = k // per_a (ids_a, poses_a (K / per_a,
+        ...)) with b = k (ids_b, poses_b (K, ...)): per_a = N for (query, obstacle) slots. Only the
+        set entries reach the kernels, so this synchronises."""
+        sel = torch.nonzero(mask.reshape(-1)).squeeze(1)
+        qi = sel // per_a
+        signed, hit = self._signed(ids_a[qi], ids_b[sel], poses_a[qi], poses_b[sel], upper_bound)
+        full = torch.full((mask.numel(),), fill, dtype=signed.dtype, device=signed.device)
+        full = full.index_put((sel,), signed)
+        colliding = torch.zeros(mask.numel(), dtype=torch.bool, device=signed.device).index_put((sel,), hit)
+        return full.reshape(mask.shape), colliding.reshape(mask.shape)
+
+    def _hybrid(self, logit, ids_a, ids_b, poses_a, poses_b, per_a: int = 1):
+        """The hybrid's decision on logits of any shape: those with |logit| < tau go to `_exact_at`
+        (same index convention). Returns colliding, probability (0/1 where deferred), signed
+        distance (NaN where not deferred) and the deferred mask."""
+        deferred = defer(logit, self.tau)
+        signed, hit = self._exact_at(deferred, ids_a, ids_b, poses_a, poses_b, float("nan"), per_a=per_a)
+        colliding = torch.where(deferred, hit, logit > 0)
+        probability = torch.where(deferred, hit.to(logit.dtype), torch.sigmoid(logit))
+        return colliding, probability, signed, deferred
+
     # ---- queries ------------------------------------------------------------------------------
     def pairwise(self, a, b, poses_a: torch.Tensor, poses_b: torch.Tensor) -> PairResult:
         """Mesh `a` (...) at poses_a (..., 7) against mesh `b` (...) at poses_b (..., 7); a name or
@@ -194,11 +241,15 @@ class CollisionChecker(nn.Module):
             raise ValueError(f"a, b: id shapes {tuple(ids_a.shape)}, {tuple(ids_b.shape)} do not broadcast "
                              f"to the poses' {tuple(shape)}") from None
         pa, pb = poses_a.reshape(-1, 7), poses_b.reshape(-1, 7)
-        if self.learned:
-            logit = self._logits(ids_a, ids_b, pa, pb).reshape(shape)
+        if not self.learned:
+            signed, hit = self._signed(ids_a, ids_b, pa, pb)
+            return PairResult(hit.reshape(shape), hit.reshape(shape).to(signed.dtype), None, signed.reshape(shape))
+        logit = self._logits(ids_a, ids_b, pa, pb)
+        if self.backend != "hybrid":
+            logit = logit.reshape(shape)
             return PairResult(logit > 0, torch.sigmoid(logit), logit, None)
-        signed, hit = self._signed(ids_a, ids_b, pa, pb)
-        return PairResult(hit.reshape(shape), hit.reshape(shape).to(signed.dtype), None, signed.reshape(shape))
+        colliding, probability, signed, deferred = self._hybrid(logit, ids_a, ids_b, pa, pb)
+        return PairResult(*(t.reshape(shape) for t in (colliding, probability, logit, signed, deferred)))
 
     def _world_pairs(self, mesh, poses, env_idx):
         poses = self._poses(poses, "poses")
@@ -221,14 +272,8 @@ class CollisionChecker(nn.Module):
             logit = self._logits(ids[:, None].expand(q, n).reshape(-1), obs_ids.reshape(-1),
                                  poses[:, None, :].expand(q, n, 7).reshape(-1, 7), obs_poses.reshape(-1, 7))
             return torch.where(enabled, logit.reshape(q, n), float("-inf")), None
-        sel = torch.nonzero(enabled.reshape(-1)).squeeze(1)
-        qi = sel // n
-        signed, hit = self._signed(ids[qi], obs_ids.reshape(-1)[sel], poses[qi], obs_poses.reshape(-1, 7)[sel],
-                                   upper_bound)
-        full = torch.full((q * n,), float("inf"), dtype=signed.dtype, device=signed.device)
-        full = full.index_put((sel,), signed)
-        colliding = torch.zeros(q * n, dtype=torch.bool, device=signed.device).index_put((sel,), hit)
-        return full.reshape(q, n), colliding.reshape(q, n)
+        return self._exact_at(enabled, ids, obs_ids.reshape(-1), poses, obs_poses.reshape(-1, 7), float("inf"),
+                              upper_bound, per_a=n)
 
     def world_query(self, mesh, poses: torch.Tensor, env_idx=None) -> WorldResult:
         """Mesh `mesh` (name/id, or (...) ids) at poses (..., 7) against every enabled obstacle of
@@ -236,6 +281,17 @@ class CollisionChecker(nn.Module):
         shape, ids, poses, obs_ids, obs_poses, enabled = self._world_pairs(mesh, poses, env_idx)
         per, hit = self._per_obstacle(ids, poses, obs_ids, obs_poses, enabled)
         n = per.shape[-1]
+        if self.backend == "hybrid":
+            # Per slot, then the any. A deferred slot is checked even beside a confident hit in the
+            # same query, so `deferred` and the signed distances mean the same in every query.
+            # Disabled slots hold logit -inf: never deferred (|-inf| < tau is false, tau = inf too),
+            # never colliding, probability 0.
+            slot, prob, signed, deferred = self._hybrid(per, ids, obs_ids.reshape(-1), poses,
+                                                        obs_poses.reshape(-1, 7), per_a=n)
+            signed = torch.where(deferred, signed, float("inf")).min(-1).values
+            signed = torch.where(deferred.any(-1), signed, float("nan"))
+            return WorldResult(slot.any(-1).reshape(shape), prob.max(-1).values.reshape(shape),
+                               signed.reshape(shape), per.reshape(*shape, n), deferred.reshape(*shape, n))
         if self.learned:
             best = per.max(-1).values
             return WorldResult((best > 0).reshape(shape), torch.sigmoid(best).reshape(shape), None,
@@ -248,7 +304,12 @@ class CollisionChecker(nn.Module):
     def cost(self, mesh, poses: torch.Tensor, env_idx=None, eta: float | None = None) -> torch.Tensor:
         """(...) collision cost of mesh at poses (..., 7) summed over the enabled obstacles of its
         environment: `collision_cost(signed distance, eta)` (exact) or `learned_collision_cost(logit,
-        eta)` (learned). Differentiable with respect to `poses`."""
+        eta)` (learned and hybrid). Differentiable with respect to `poses`.
+
+        The hybrid uses the learned cost: it is smooth in the logit everywhere, whereas switching
+        to the exact cost where |logit| < tau would make the cost jump at the threshold and change
+        its scale per slot; its certified part is the verdict (`pairwise` / `world_query`), which a
+        planner checks on the trajectory it keeps. It also keeps the cost graph-capturable."""
         eta = self.eta if eta is None else float(eta)
         if not eta > 0:
             raise ValueError(f"eta: expected an activation distance > 0, got {eta}")
@@ -265,4 +326,5 @@ class CollisionChecker(nn.Module):
         return self.cost(mesh, poses, env_idx)
 
     def extra_repr(self) -> str:
-        return f"backend={self.backend!r}, eta={self.eta}, chunk={self.chunk}, validate={self.validate}"
+        tau = f", tau={self.tau}" if self.backend == "hybrid" else ""
+        return f"backend={self.backend!r}{tau}, eta={self.eta}, chunk={self.chunk}, validate={self.validate}"

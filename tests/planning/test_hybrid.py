@@ -1,0 +1,218 @@
+import math
+
+import pytest
+import torch
+
+from contactnet.planning import CollisionChecker, choose_tau, hybrid_summary
+from tests.planning.scenes import make_world, random_pairs, tiny_net
+
+TAU = 1.0  # the tiny net makes errors on both sides of it (asserted), so a wrong mask shows
+# Penetration estimates bisect until the whole batch is within penetration_tol (1e-3 by default),
+# so a pair's value depends on its batch to that tolerance.
+SD = {"atol": 1e-3, "rtol": 0}
+
+
+def _pose(x=0.0, y=0.0):
+    return torch.tensor([x, y, 0.0, 1, 0, 0, 0])
+
+
+@pytest.fixture(scope="module")
+def scene():
+    """Two environments with two enabled obstacles each (one disabled slot in env 1) and 300 random
+    queries of random meshes, positions around the obstacles, rotations uniform."""
+    from contactnet.data.pairs import random_quaternions
+
+    w = make_world(num_envs=2, max_obstacles=3)
+    w.add_obstacle("s0", "star_prism", _pose(0.0), env=0)
+    w.add_obstacle("t0", "t_bracket", _pose(0.25), env=0)
+    w.add_obstacle("g1", "gear_prism", _pose(0.0), env=1)
+    w.add_obstacle("l1", "l_bracket", _pose(0.25), env=1, enabled=False)
+    w.add_obstacle("s1", "star_prism", _pose(0.0, 0.22), env=1)
+    g = torch.Generator().manual_seed(1)
+    n = 300
+    ids = torch.randint(4, (n,), generator=g)
+    low, high = torch.tensor([-0.2, -0.2, -0.1]), torch.tensor([0.45, 0.4, 0.1])
+    xyz = low + (high - low) * torch.rand(n, 3, generator=g)
+    poses = torch.cat([xyz, random_quaternions(n, g).float()], 1)
+    env = torch.randint(2, (n,), generator=g)
+    return w, ids, poses, env
+
+
+def _three(world, model):
+    return (CollisionChecker(world, "exact"), CollisionChecker(world, "locc", model),
+            CollisionChecker(world, "hybrid", model, tau=TAU))
+
+
+def test_pairwise_is_exact_where_deferred_and_learned_elsewhere(world, trained):
+    ids_a, ids_b, pa, pb = random_pairs(world, 400, seed=7)
+    exact, learned, hybrid = _three(world, trained)
+    e, l = exact.pairwise(ids_a, ids_b, pa, pb), learned.pairwise(ids_a, ids_b, pa, pb)
+    # A (20, 20) batch: the result keeps the batch shape.
+    h = hybrid.pairwise(ids_a.view(20, 20), ids_b.view(20, 20), pa.view(20, 20, 7), pb.view(20, 20, 7))
+    h = type(h)(*(t.reshape(-1) for t in h))
+    d = h.deferred
+    assert torch.equal(d, l.logit.abs() < TAU)
+    wrong = l.colliding != e.colliding
+    assert wrong[d].any() and wrong[~d].any()
+    assert torch.equal(h.colliding[d], e.colliding[d])
+    assert torch.equal(h.colliding[~d], l.colliding[~d])
+    assert torch.equal(h.probability[d], e.probability[d])
+    torch.testing.assert_close(h.probability[~d], l.probability[~d])
+    torch.testing.assert_close(h.logit, l.logit)
+    torch.testing.assert_close(h.signed_distance[d], e.signed_distance[d], **SD)
+    assert h.signed_distance[~d].isnan().all()
+
+
+def test_world_query_is_decided_per_obstacle_slot(scene, trained):
+    w, ids, poses, env = scene
+    exact, learned, hybrid = _three(w, trained)
+    e, l, h = (c.world_query(ids, poses, env) for c in (exact, learned, hybrid))
+    enabled = torch.isfinite(e.per_obstacle)  # the exact backend marks disabled slots +inf
+    assert enabled.all(-1).logical_not().any() and enabled.any(-1).all()
+    d = h.deferred
+    assert torch.equal(d, enabled & (l.per_obstacle.abs() < TAU))
+    exact_slot, learned_slot = e.per_obstacle < 0, l.per_obstacle > 0
+    wrong = enabled & (exact_slot != learned_slot)
+    assert (wrong & d).any() and (wrong & ~d).any()
+    expected = torch.where(d, exact_slot, learned_slot).any(-1)
+    assert torch.equal(h.colliding, expected)
+    # Neither pure backend's verdict: the merge is per slot.
+    assert not torch.equal(h.colliding, e.colliding) and not torch.equal(h.colliding, l.colliding)
+    torch.testing.assert_close(h.per_obstacle, l.per_obstacle)
+    prob = torch.where(d, exact_slot.float(), torch.sigmoid(l.per_obstacle)).max(-1).values
+    torch.testing.assert_close(h.probability, prob)
+    signed = torch.where(d, e.per_obstacle, math.inf).min(-1).values
+    some = d.any(-1)
+    assert some.any() and not some.all()
+    torch.testing.assert_close(h.signed_distance[some], signed[some], **SD)
+    assert h.signed_distance[~some].isnan().all()
+
+
+def test_huge_tau_defers_everything_to_the_exact_backend(world, scene, trained):
+    ids_a, ids_b, pa, pb = random_pairs(world, 200, seed=8)
+    e = CollisionChecker(world, "exact").pairwise(ids_a, ids_b, pa, pb)
+    h = CollisionChecker(world, "hybrid", trained, tau=1e9).pairwise(ids_a, ids_b, pa, pb)
+    assert h.deferred.all() and torch.equal(h.colliding, e.colliding) and torch.equal(h.probability, e.probability)
+    torch.testing.assert_close(h.signed_distance, e.signed_distance, **SD)
+    w, ids, poses, env = scene
+    e = CollisionChecker(w, "exact").world_query(ids, poses, env)
+    h = CollisionChecker(w, "hybrid", trained, tau=math.inf).world_query(ids, poses, env)
+    assert torch.equal(h.deferred, torch.isfinite(e.per_obstacle))  # every enabled slot, no disabled one
+    assert torch.equal(h.colliding, e.colliding) and torch.equal(h.probability, e.probability)
+    torch.testing.assert_close(h.signed_distance, e.signed_distance, **SD)
+
+
+def test_tiny_tau_defers_nothing_and_is_the_learned_backend(world, scene, trained):
+    ids_a, ids_b, pa, pb = random_pairs(world, 200, seed=8)
+    l = CollisionChecker(world, "locc", trained).pairwise(ids_a, ids_b, pa, pb)
+    h = CollisionChecker(world, "hybrid", trained, tau=1e-6).pairwise(ids_a, ids_b, pa, pb)
+    assert not h.deferred.any() and torch.equal(h.colliding, l.colliding) and h.signed_distance.isnan().all()
+    torch.testing.assert_close(h.probability, l.probability)
+    w, ids, poses, env = scene
+    l = CollisionChecker(w, "locc", trained).world_query(ids, poses, env)
+    h = CollisionChecker(w, "hybrid", trained, tau=1e-6).world_query(ids, poses, env)
+    assert not h.deferred.any() and torch.equal(h.colliding, l.colliding) and h.signed_distance.isnan().all()
+    torch.testing.assert_close(h.probability, l.probability)
+
+
+def test_hybrid_takes_a_global_ocn_and_costs_like_the_learned_backend(scene):
+    w, ids, poses, env = scene
+    net = tiny_net("global_ocn", seed=1)  # untrained: the verdicts below do not depend on it
+    e = CollisionChecker(w, "exact").world_query(ids[:40], poses[:40], env[:40])
+    hybrid = CollisionChecker(w, "hybrid", net, tau=math.inf)
+    assert torch.equal(hybrid.world_query(ids[:40], poses[:40], env[:40]).colliding, e.colliding)
+    learned = CollisionChecker(w, "global_ocn", net)
+    x = poses[:40].clone().requires_grad_()
+    cost = hybrid.cost(ids[:40], x, env[:40])
+    torch.testing.assert_close(cost, learned.cost(ids[:40], poses[:40], env[:40]))
+    (g,) = torch.autograd.grad(cost.sum(), x)
+    assert torch.isfinite(g).all() and g.abs().sum() > 0
+
+
+def test_hybrid_arguments_raise_clear_errors(world, trained):
+    for tau in (None, 0.0, -1.0, math.nan, "1", True):
+        with pytest.raises(ValueError, match="tau: backend 'hybrid' needs a threshold tau > 0"):
+            CollisionChecker(world, "hybrid", trained, tau=tau)
+    with pytest.raises(ValueError, match="tau: only the 'hybrid' backend"):
+        CollisionChecker(world, "locc", trained, tau=1.0)
+    with pytest.raises(ValueError, match="tau: only the 'hybrid' backend"):
+        CollisionChecker(world, "exact", tau=1.0)
+    for model in (None, torch.nn.Linear(2, 1)):
+        with pytest.raises(ValueError, match="model: backend 'hybrid' needs a LOCC or GlobalOCN"):
+            CollisionChecker(world, "hybrid", model, tau=1.0)
+    assert "tau=2.0" in repr(CollisionChecker(world, "hybrid", trained, tau=2))
+
+
+# logit:   4    -3    2    -1    0.5  -0.2     learned verdict: T F T F T F
+# label:   T     F    F     F    F     T       wrong: |2|, |0.5|, |0.2|  (3 of 6)
+LOGITS = torch.tensor([4.0, -3.0, 2.0, -1.0, 0.5, -0.2])
+LABELS = torch.tensor([1, 0, 0, 0, 0, 1])
+
+
+@pytest.mark.parametrize("max_error, tau", [
+    (0.5, 0.0),  # 3/6 errors already allowed: nothing deferred
+    (0.4, 0.5),  # defer |0.2|: 2/6 kept errors
+    (0.2, 1.0),  # defer |0.2|, |0.5|: 1/6
+    (0.1, 3.0),  # the error at |2| must go too: 0/6
+    (0.0, 3.0),
+])
+def test_choose_tau_on_a_hand_made_example(max_error, tau):
+    assert choose_tau(LOGITS, LABELS, max_error) == tau
+    assert choose_tau(LOGITS.double().view(2, 3), LABELS.bool().view(2, 3), max_error) == tau
+
+
+def test_choose_tau_ties_and_everything_deferred():
+    # Tied |logit| 1: the wrong -1 cannot be deferred without its tie, so tau moves to 2.
+    assert choose_tau(torch.tensor([-1.0, 1.0, 2.0]), torch.tensor([True, True, True]), 0.0) == 2.0
+    # The most confident query is wrong: only deferring everything meets max_error = 0.
+    assert choose_tau(torch.tensor([5.0, -1.0]), torch.tensor([0, 0]), 0.0) == math.inf
+    assert choose_tau(torch.tensor([5.0, -1.0]), torch.tensor([0, 0]), 0.5) == 0.0
+
+
+def test_choose_tau_is_the_smallest_candidate_meeting_the_target():
+    g = torch.Generator().manual_seed(0)
+    logits = (torch.randn(500, generator=g) * 3).round(decimals=1)  # rounded: many ties
+    labels = (logits + torch.randn(500, generator=g) * 2) > 0
+    candidates = torch.cat([torch.zeros(1), logits.abs().unique()])
+    for max_error in (0.0, 0.01, 0.05, 0.1, 0.2):
+        tau = choose_tau(logits, labels, max_error)
+        summary = hybrid_summary(logits, labels, tau)
+        assert 1 - summary["accuracy"] <= max_error + 1e-12
+        smaller = candidates[candidates < tau]
+        for t in smaller[-3:].tolist():  # the largest smaller candidates fail (errors only grow below)
+            assert 1 - hybrid_summary(logits, labels, t)["accuracy"] > max_error
+
+
+def test_hybrid_summary_on_a_hand_made_example():
+    s = hybrid_summary(LOGITS, LABELS, 1.0)  # defers |0.5| and |0.2|
+    expected = {"deferred": 2 / 6, "accuracy": 5 / 6,
+                "balanced_accuracy": (2 / 2 + 3 / 4) / 2,  # colliding: 0, 5 right; free: 1, 3, 4 of 1-4
+                "learned_accuracy": 3 / 6,
+                "learned_balanced_accuracy": (1 / 2 + 2 / 4) / 2}
+    assert s.keys() == expected.keys()
+    for k, v in expected.items():
+        assert s[k] == pytest.approx(v), k
+    assert hybrid_summary(LOGITS, LABELS, 0.0)["deferred"] == 0.0
+    assert hybrid_summary(LOGITS, LABELS, math.inf)["accuracy"] == 1.0
+    # One class only: the balanced accuracy is that class's recall.
+    one = hybrid_summary(torch.tensor([1.0, -2.0, -3.0]), torch.tensor([0, 0, 0]), 0.5)
+    assert one["learned_balanced_accuracy"] == pytest.approx(2 / 3) and one["balanced_accuracy"] == 2 / 3
+
+
+def test_choose_tau_and_summary_reject_bad_input():
+    with pytest.raises(ValueError, match="logits: expected at least one validation query"):
+        choose_tau(torch.zeros(0), torch.zeros(0), 0.1)
+    with pytest.raises(ValueError, match="labels: shape"):
+        choose_tau(torch.zeros(3), torch.zeros(2), 0.1)
+    with pytest.raises(ValueError, match="labels: expected bool or 0/1"):
+        choose_tau(torch.zeros(2), torch.tensor([0, 2]), 0.1)
+    with pytest.raises(ValueError, match="logits: expected a float tensor"):
+        choose_tau(torch.zeros(2, dtype=torch.long), torch.zeros(2), 0.1)
+    with pytest.raises(ValueError, match="logits: contains NaN"):
+        choose_tau(torch.tensor([math.nan]), torch.zeros(1), 0.1)
+    for bad in (-0.1, 1.5, math.nan, None):
+        with pytest.raises(ValueError, match="max_error: expected an error rate in"):
+            choose_tau(LOGITS, LABELS, bad)
+    for bad in (-1.0, math.nan, None):
+        with pytest.raises(ValueError, match="tau: expected a threshold >= 0"):
+            hybrid_summary(LOGITS, LABELS, bad)
