@@ -47,18 +47,21 @@ def object_library(objects: ObjectSet, device: str | torch.device = "cpu") -> Me
     return MeshLibrary(meshes, dtype=torch.float64, device=device)
 
 
-def split_objects(objects: ObjectSet, unknown_families) -> dict[str, list[int]]:
+def split_objects(objects: ObjectSet, unknown_families, used=("known", "unknown")) -> dict[str, list[int]]:
     """Object ids by role: "known" / "unknown" (by family; never the inner copies) and
-    "known_inner" / "unknown_inner" (the inner copies of those objects)."""
-    unknown = set(unknown_families)
+    "known_inner" / "unknown_inner" (the inner copies of those objects). `unknown_families`: a
+    list of families, or "all" (an evaluation-only set such as robosuite_real); `used`: the groups
+    some split draws from, each of which must be non-empty."""
+    unknown = set(objects.families) if unknown_families == "all" else set(unknown_families)
     missing = unknown - set(objects.families)
     if missing:
         raise ValueError(f"unknown_families: {sorted(missing)} are not in the object set")
     inner_of = objects.inner_of or [None] * len(objects)
     ids = {"known": [i for i, f in enumerate(objects.families) if f not in unknown and inner_of[i] is None],
            "unknown": [i for i, f in enumerate(objects.families) if f in unknown and inner_of[i] is None]}
-    if not ids["known"] or not ids["unknown"]:
-        raise ValueError("unknown_families: both the known and the unknown object sets must be non-empty")
+    empty = sorted(group for group in set(used) if not ids[group])
+    if empty:
+        raise ValueError(f"unknown_families: the {' and '.join(empty)} object set(s) that splits use would be empty")
     for role in ("known", "unknown"):
         originals = set(ids[role])
         ids[f"{role}_inner"] = [i for i, o in enumerate(inner_of) if o in originals]
@@ -118,7 +121,7 @@ def generate(data: DictConfig, out_dir: str | Path, split: str | None = None, sh
     build_object_set(object_spec, out / "objects", progress=progress)
     objects = load_object_set(out / "objects")
     lib = object_library(objects, device)
-    ids = split_objects(objects, data.unknown_families)
+    ids = split_objects(objects, data.unknown_families, used={entry.objects for entry in data.splits.values()})
     object_table = {"root": str(out / "objects"), "names": objects.names, "families": objects.families,
                     "known": ids["known"], "unknown": ids["unknown"]}
     names = list(data.splits) if split is None else [split]

@@ -1,7 +1,10 @@
 """LightningModule around a collision network: it only orchestrates loss, metrics and optimiser.
 
 Loss (LOCC §III-A): BCE(logits, labels) + α · mean ‖f_SE‖² over the batch's embeddings, with an
-optional SceneCollisionNet-style hard-negative weighting of the hardest fraction of queries.
+optional SceneCollisionNet-style hard-negative weighting of the hardest fraction of queries, plus,
+for a LOCC with `distance_head`, β · smooth-L1 between its second output and the stored signed
+distance clamped to ±`distance_clamp` and divided by it (a target in [-1, 1] that is most
+detailed where the label flips).
 Metrics on validation: accuracy, TPR (recall), TNR, precision, F1, AP and expected calibration
 error. On every test split of the datamodule (`test_splits`): `collision_report` (balanced accuracy
 first, and accuracy per band of true signed distance), kept in `test_reports` and logged flat.
@@ -28,15 +31,18 @@ from contactnet.models.encoder import ShapeEmbedding
 from contactnet.training.metrics import collision_report, flat_metrics
 
 
-def group_logits(net: CollisionNet, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+def group_logits(net: CollisionNet, batch: dict, with_distance: bool = False):
     """Logits (B, G) for a batch of object-pair groups (each cloud encoded once), and the mean
-    squared embedding (the ‖f_SE‖² regulariser)."""
+    squared embedding (the ‖f_SE‖² regulariser); with_distance: also the distance head's (B, G)."""
     emb_a = net.encode(batch["points_a"], batch["normals_a"], batch["aabb_a"])
     emb_b = net.encode(batch["points_b"], batch["normals_b"], batch["aabb_b"])
-    logits = net.predict(ShapeEmbedding(emb_a.features[:, None], emb_a.aabb[:, None]),
-                         ShapeEmbedding(emb_b.features[:, None], emb_b.aabb[:, None]),
-                         batch["poses_a"], batch["poses_b"])
-    return logits, 0.5 * (emb_a.features.pow(2).mean() + emb_b.features.pow(2).mean())
+    args = (ShapeEmbedding(emb_a.features[:, None], emb_a.aabb[:, None]),
+            ShapeEmbedding(emb_b.features[:, None], emb_b.aabb[:, None]), batch["poses_a"], batch["poses_b"])
+    penalty = 0.5 * (emb_a.features.pow(2).mean() + emb_b.features.pow(2).mean())
+    if with_distance:
+        logits, distance = net.predict(*args, with_distance=True)
+        return logits, penalty, distance
+    return net.predict(*args), penalty
 
 
 def collision_metrics(prefix: str = "") -> MetricCollection:
@@ -50,10 +56,13 @@ def collision_metrics(prefix: str = "") -> MetricCollection:
 class CollisionModule(L.LightningModule):
     def __init__(self, net: CollisionNet, optimizer: Callable, alpha: float = 0.5,
                  hard_negative_fraction: float = 0.0, net_config: dict | None = None,
-                 scheduler: Callable | None = None):
+                 scheduler: Callable | None = None, beta: float = 1.0, distance_clamp: float = 0.02):
         """optimizer: params -> torch optimiser; scheduler (optional): optimiser -> an LR scheduler
-        stepped once per epoch."""
+        stepped once per epoch; beta, distance_clamp (metres): the distance head's loss (used only
+        when the net has one)."""
         super().__init__()
+        self.beta, self.distance_clamp = float(beta), float(distance_clamp)
+        self.with_distance = bool(getattr(net, "distance_head", False))
         self.net = net
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
@@ -65,26 +74,34 @@ class CollisionModule(L.LightningModule):
         self._test_outputs: dict[int, list[torch.Tensor]] = {}
         self.test_reports: dict[str, dict] = {}
 
-    def forward_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        return group_logits(self.net, batch)
+    def forward_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(logits, embedding penalty, distance head output or None)."""
+        if self.with_distance:
+            return group_logits(self.net, batch, with_distance=True)
+        return (*group_logits(self.net, batch), None)
 
-    def _loss(self, logits, labels, penalty):
-        bce = F.binary_cross_entropy_with_logits(logits, labels, reduction="none").flatten()
+    def _loss(self, logits, batch, penalty, distance=None):
+        bce = F.binary_cross_entropy_with_logits(logits, batch["label"], reduction="none").flatten()
         if self.hard_negative_fraction > 0:
             # SceneCollisionNet's hard mining: average only the hardest fraction of queries.
             k = max(1, int(self.hard_negative_fraction * bce.numel()))
             bce = bce.topk(k).values
-        return bce.mean() + self.alpha * penalty
+        loss = bce.mean() + self.alpha * penalty
+        if distance is not None:
+            c = self.distance_clamp
+            target = batch["signed_distance"].clamp(-c, c) / c
+            loss = loss + self.beta * F.smooth_l1_loss(distance, target, beta=0.1)
+        return loss
 
     def training_step(self, batch, batch_idx):
-        logits, penalty = self.forward_batch(batch)
-        loss = self._loss(logits, batch["label"], penalty)
+        logits, penalty, distance = self.forward_batch(batch)
+        loss = self._loss(logits, batch, penalty, distance)
         self.log("train/loss", loss, prog_bar=True, batch_size=logits.numel())
         return loss
 
     def validation_step(self, batch, batch_idx):
-        logits, penalty = self.forward_batch(batch)
-        self.log("val/loss", self._loss(logits, batch["label"], penalty), batch_size=logits.numel())
+        logits, penalty, distance = self.forward_batch(batch)
+        self.log("val/loss", self._loss(logits, batch, penalty, distance), batch_size=logits.numel())
         self.val_metrics.update(torch.sigmoid(logits).flatten(), batch["label"].flatten().long())
 
     def on_validation_epoch_end(self):
@@ -95,7 +112,7 @@ class CollisionModule(L.LightningModule):
         self._test_outputs = {}
 
     def test_step(self, batch, batch_idx, dataloader_idx: int = 0):
-        logits, _ = self.forward_batch(batch)
+        logits, _, _ = self.forward_batch(batch)
         rows = torch.stack([torch.sigmoid(logits).flatten(), batch["label"].flatten(),
                             batch["signed_distance"].flatten()], 1)
         self._test_outputs.setdefault(dataloader_idx, []).append(rows.float())
