@@ -10,7 +10,12 @@ from contactnet.geometry.poses import compose_poses
 from contactnet.models import LOCC, GlobalOCN, ShapeEmbedding, ShapeEncoder
 from contactnet.models.geometry import cell_centres, cells_near_box, local_crop
 
-NETS = [LOCC, GlobalOCN]
+# LOCC with the co-occupancy term and the distance head, next to the paper's two nets.
+def LOCC_CROSS(encoder, head_hidden):  # noqa: N802 (a class-like factory, as NETS holds classes)
+    return LOCC(encoder, head_hidden, cross_features=8, distance_head=True)
+
+
+NETS = [LOCC, GlobalOCN, LOCC_CROSS]
 
 
 def _small_net(cls, grid=4):
@@ -103,6 +108,55 @@ def test_world_frame_invariance(cls):
     before = net.predict(_grouped(emb), _grouped(emb), pa, pb)
     after = net.predict(_grouped(emb), _grouped(emb), compose_poses(world, pa), compose_poses(world, pb))
     torch.testing.assert_close(after, before, atol=1e-9, rtol=1e-9)
+
+
+def test_co_occupancy_is_the_masked_max_of_query_times_interpolated_key():
+    """The co-occupancy term against a direct computation: grid_sample of B's projected cells at
+    A's cell centres moved into B's box units, times A's projected cells, max over A's kept cells;
+    also through predict_indexed, and zero when no cell is kept."""
+    from contactnet.models.collision_nets import _masked_max
+    from contactnet.models.geometry import grid_coordinates
+
+    net = _small_net(LOCC_CROSS).double()
+    points, normals = _clouds(2)
+    emb = net.encode(points.double(), normals.double())
+    pa, pb = _poses((7,), 3, 0.03, torch.float64), _poses((7,), 4, 0.03, torch.float64)
+    a, b = ShapeEmbedding(emb.features[0], emb.aabb[0]), ShapeEmbedding(emb.features[1], emb.aabb[1])
+    keep, _, _ = local_crop(a.aabb, 4, pa, pb, b.aabb)
+    coords = grid_coordinates(a.aabb, 4, pa, pb, b.aabb)  # (7, 64, 3), x-major like the encoder
+    keys = torch.einsum("df,fxyz->dxyz", net.key.weight, b.features)[None]
+    sampled = torch.nn.functional.grid_sample(keys, coords.flip(-1)[None, :, :, None], align_corners=False)
+    sampled = sampled[0, :, :, :, 0].permute(1, 2, 0)  # (7, 64, D)
+    queries = (a.features.flatten(1).T @ net.query.weight.T)[None]
+    expected = _masked_max(queries * sampled, keep > 0)
+    got = net._cross_broadcast(a, b, pa, pb, keep > 0)
+    torch.testing.assert_close(got, expected)
+    assert (keep > 0).any() and got.abs().sum() > 0
+    indexed = net._cross_indexed(net.query(emb.features.flatten(-3).transpose(1, 2).reshape(-1, 16)),
+                                 net.key(emb.features.flatten(-3).transpose(1, 2).reshape(-1, 16)), emb,
+                                 torch.zeros(7, dtype=torch.long), torch.ones(7, dtype=torch.long), pa, pb, keep > 0)
+    torch.testing.assert_close(indexed, expected)
+    far = pb.clone()
+    far[:, :3] += 10.0
+    none_kept, _, _ = local_crop(a.aabb, 4, pa, far, b.aabb)
+    assert (net._cross_broadcast(a, b, pa, far, none_kept > 0) == 0).all()
+
+
+def test_distance_head_outputs_and_gradients():
+    net = _small_net(LOCC_CROSS).double()
+    points, normals = _clouds(2)
+    emb = net.encode(points.double(), normals.double())
+    pa = _poses((2, 3), 1, dtype=torch.float64).requires_grad_(True)
+    pb = _poses((2, 3), 2, dtype=torch.float64)
+    logits, distance = net.predict(_grouped(emb), _grouped(emb), pa, pb, with_distance=True)
+    assert logits.shape == distance.shape == (2, 3)
+    torch.testing.assert_close(logits, net.predict(_grouped(emb), _grouped(emb), pa, pb))
+    # Pose gradients of the logit, co-occupancy included, match finite differences.
+    assert torch.autograd.gradcheck(lambda p: net.predict(_grouped(emb), _grouped(emb), p, pb), (pa,), atol=1e-6)
+    with pytest.raises(ValueError, match="with_distance"):
+        _small_net(LOCC).predict(_grouped(emb.__class__(emb.features.float(), emb.aabb.float())),
+                                 _grouped(emb.__class__(emb.features.float(), emb.aabb.float())),
+                                 pa.detach().float(), pb.float(), with_distance=True)
 
 
 def test_crop_has_no_false_negatives():
