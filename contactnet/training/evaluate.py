@@ -8,6 +8,7 @@ from contactnet.data.datamodule import PairDataModule, PairGroups
 from contactnet.data.objects import load_object_set
 from contactnet.data.storage import write_json_atomic
 from contactnet.models import load_model
+from contactnet.planning.hybrid import choose_tau, hybrid_summary
 from contactnet.training.metrics import collision_report
 from contactnet.training.module import group_logits
 
@@ -29,16 +30,32 @@ def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int 
 
 
 def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int = 16,
-             device: str | None = None) -> dict[str, dict]:
-    """{split: collision_report} for each split (default: every test split under `data_root`)."""
+             device: str | None = None, hybrid_max_error: float | None = None,
+             tau_root: str | None = None) -> dict[str, dict]:
+    """{split: collision_report} for each split (default: every test split under `data_root`).
+
+    hybrid_max_error: also report the certified hybrid (`CollisionChecker(..., "hybrid")`) with
+    its threshold tau chosen by `choose_tau` on the validation split of `tau_root` (default
+    `data_root`; an evaluation-only set such as robosuite_real has none, so pass the training
+    data's root) for that target error: each report gains "hybrid" with tau, the fraction of
+    queries deferred to the exact check, and the hybrid's accuracy and balanced accuracy.
+    """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     net = load_model(ckpt_path, map_location=device)
     objects = load_object_set(Path(data_root) / "objects")
     splits = list(splits) if splits else PairDataModule(str(data_root)).test_splits
+    tau = None
+    if hybrid_max_error is not None:
+        root = tau_root or data_root
+        val = predict_split(net, root, "val", groups_per_batch, device, objects if root == data_root else None)
+        tau = choose_tau(val["logit"], val["label"], hybrid_max_error)
     results = {}
     for split in splits:
         scores = predict_split(net, data_root, split, groups_per_batch, device, objects)
         results[split] = collision_report(torch.sigmoid(scores["logit"]), scores["label"], scores["signed_distance"])
+        if tau is not None:
+            results[split]["hybrid"] = {"tau": tau, "max_error": hybrid_max_error,
+                                        **hybrid_summary(scores["logit"], scores["label"], tau)}
     return results
 
 

@@ -79,6 +79,8 @@ def flat_metrics(reports: dict[str, dict]) -> dict[str, float]:
             if key == "bands":
                 for band, stats in value.items():
                     out[f"{split}/band {band}/acc"] = stats["acc"]
+            elif isinstance(value, dict):
+                out.update({f"{split}/{key}/{k}": float(v) for k, v in value.items()})
             else:
                 out[f"{split}/{key}"] = float(value)
     return out
@@ -96,6 +98,12 @@ def format_reports(reports: dict[str, dict], baselines: dict[str, dict] | None =
         if baselines and split in baselines:
             line += f"   {baselines[split]['boxes_overlap']['balanced_acc']:.3f}"
         lines.append(line)
+    hybrid = {split: r["hybrid"] for split, r in reports.items() if "hybrid" in r}
+    if hybrid:
+        tau = next(iter(hybrid.values()))["tau"]
+        lines += ["", f"hybrid (tau {tau:.3f}): {'deferred':>9s} {'acc':>6s} {'bal.acc':>7s}"]
+        lines += [f"  {split:28s} {h['deferred']:9.3f} {h['accuracy']:6.3f} {h['balanced_accuracy']:7.3f}"
+                  for split, h in hybrid.items()]
     lines.append("")
     lines.append(f"{'accuracy by true signed distance':18s} " + " ".join(f"{name:>13s}" for name, _, _ in BANDS))
     for split, r in reports.items():
