@@ -24,6 +24,9 @@ camera's image, whose pixel density a 96x96 crop matches for a 10 cm object at 0
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+
+from contactnet.geometry.poses import normalize_poses, pose_to_matrix
 
 
 @dataclass(frozen=True)
@@ -96,10 +99,6 @@ def pinhole_intrinsics(width: int, height: int, focal_px: float) -> np.ndarray:
 def _camera_matrix(camera_pose) -> np.ndarray:
     pose = np.asarray(camera_pose, dtype=np.float64)
     if pose.shape == (7,):
-        import torch
-
-        from contactnet.geometry.poses import normalize_poses, pose_to_matrix
-
         return pose_to_matrix(normalize_poses(torch.from_numpy(pose), "camera_pose")).numpy()
     if pose.shape != (4, 4) or not np.isfinite(pose).all():
         raise ValueError(f"camera_pose: expected a finite (4, 4) camera-to-frame matrix or a (7,) pose "

@@ -13,14 +13,18 @@ from contactnet.training.module import collision_metrics, group_logits
 
 @torch.no_grad()
 def evaluate(ckpt_path: str, data_root: str, splits=("test_known", "test_unknown"), groups_per_batch: int = 16,
-             device: str | None = None) -> dict[str, dict[str, float]]:
+             device: str | None = None, clouds: str = "full") -> dict[str, dict[str, float]]:
+    """Collision metrics of the checkpoint per split. clouds: "full" surface samples, or
+    "single_view": each object as one cached depth view sees it (the same views for every model;
+    built once in `<data_root>/objects/partial/` if missing), to compare both on the same pairs."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     net = load_model(ckpt_path, map_location=device)
     objects = load_object_set(Path(data_root) / "objects")
     results = {}
     for split in splits:
         metrics = collision_metrics().to(device)
-        loader = torch.utils.data.DataLoader(PairGroups(Path(data_root) / split, objects), batch_size=groups_per_batch)
+        groups = PairGroups(Path(data_root) / split, objects, clouds=clouds)
+        loader = torch.utils.data.DataLoader(groups, batch_size=groups_per_batch)
         for batch in loader:
             batch = {k: v.to(device) for k, v in batch.items()}
             logits, _ = group_logits(net, batch)

@@ -4,6 +4,7 @@ convention and its round trip, clear errors."""
 
 import numpy as np
 import pytest
+import torch
 import trimesh
 
 from contactnet.data.procedural import make_object
@@ -17,6 +18,7 @@ from contactnet.geometry.depth_views import (
     render_depth,
     render_views,
 )
+from contactnet.geometry.poses import matrix_to_pose
 from tests.geometry.test_sampling import _distance_to_mesh
 
 NOISELESS = ViewSpec(noise_std_m=0, noise_quadratic=0)
@@ -145,9 +147,6 @@ def test_back_projection_round_trip():
     np.testing.assert_allclose(camera[:, 2], depth[valid], atol=1e-12)
     np.testing.assert_allclose(pixels[:, :2] / pixels[:, 2:], np.stack([u, v], 1), atol=1e-9)
     # The same camera as a [x, y, z, qw, qx, qy, qz] pose.
-    from contactnet.geometry.poses import matrix_to_pose
-    import torch
-
     as_pose = matrix_to_pose(torch.from_numpy(pose)).numpy()
     np.testing.assert_allclose(points_from_depth(depth, intrinsics, as_pose), points, atol=1e-12)
 
