@@ -17,6 +17,13 @@ is composed into its poses, so the occupied space — and the exact label — is
 `augment` picks R: "so3" (uniform over all rotations, the paper's choice), "cube" (one of the 24
 rotations that map the box's axes onto axes: the embedding grid stays as tight as at test time,
 where objects keep their own frames; a general R loosens it) or "none".
+
+Partial clouds (what one depth camera sees; cached views from `contactnet.data.partial_views`,
+built once on first use when missing): `clouds="single_view"` replaces each object's cloud by one
+of its views, chosen by (group, side) alone so every model is scored on the same views;
+`partial_prob` replaces each cloud of a training group by a random view with that probability.
+A partial cloud's box is its visible points' bounds (all a user with a depth image knows), while
+the poses stay in the object's frame; rotation augmentation turns it like the full cloud.
 """
 
 import itertools
@@ -30,6 +37,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from contactnet.data.dataset import load_manifest, read_shard
 from contactnet.data.objects import load_object_set
+from contactnet.data.seeds import derive_seed
 from contactnet.geometry.poses import compose_poses, matrix_to_quaternion, quaternion_to_matrix
 
 FIT_SPLITS = ("train", "val")
@@ -37,6 +45,7 @@ FIT_SPLITS = ("train", "val")
 TEST_SPLIT_ORDER = ("test_known", "test_unknown", "boundary_known", "boundary_unknown", "nested_known",
                     "nested_unknown")
 AUGMENTATIONS = ("so3", "cube", "none")
+CLOUDS = ("full", "single_view")
 
 
 def _cube_rotations() -> torch.Tensor:
@@ -44,6 +53,17 @@ def _cube_rotations() -> torch.Tensor:
     mats = [torch.diag(torch.tensor(signs, dtype=torch.float32))[list(perm)]
             for perm in itertools.permutations(range(3)) for signs in itertools.product((1.0, -1.0), repeat=3)]
     return matrix_to_quaternion(torch.stack([m for m in mats if torch.det(m) > 0]))
+
+
+def _check_clouds(clouds: str, partial_prob: float) -> None:
+    if clouds not in CLOUDS:
+        raise ValueError(f"clouds: expected one of {CLOUDS}, got {clouds!r}")
+    if not 0 <= partial_prob <= 1:
+        raise ValueError(f"partial_prob: expected a probability in [0, 1], got {partial_prob}")
+
+
+def _bounds(points: torch.Tensor) -> torch.Tensor:
+    return torch.stack([points.amin(0), points.amax(0)])
 
 
 def _augmentation(augment: bool | str) -> str:
@@ -58,7 +78,9 @@ class PairGroups(Dataset):
     """The object-pair groups of one split (memory-mapped shards)."""
 
     def __init__(self, root: str | Path, objects, augment: bool | str = False, seed: int = 0,
-                 allowed_objects: set[int] | None = None):
+                 allowed_objects: set[int] | None = None, clouds: str = "full", partial_prob: float = 0.0):
+        """clouds, partial_prob: see the module docstring."""
+        _check_clouds(clouds, partial_prob)
         self.manifest = load_manifest(root)
         spec = self.manifest["spec"]
         self.group = spec["pairs"]["poses_per_pair"]
@@ -75,18 +97,44 @@ class PairGroups(Dataset):
         self.rotations = _cube_rotations() if mode == "cube" else None  # None: any rotation
         self.seed = seed
         self.epoch = 0  # used for plain integer indices; EpochSampler's (index, epoch) items override it
+        self.clouds, self.partial_prob = clouds, partial_prob
+        self.views = None
+        if clouds != "full" or partial_prob > 0:
+            self.views = objects.partial_views()
+            if self.views.points.shape[2] != objects.points.shape[1]:
+                raise ValueError(f"clouds: the cached views hold {self.views.points.shape[2]} points, the full clouds "
+                                 f"{objects.points.shape[1]}; rebuild {objects.root / 'partial'} with the set's K")
 
     def __len__(self) -> int:
         return len(self.index)
 
-    def _shape(self, obj: int):
+    def _shape(self, obj: int, view: int | None = None):
+        """Full cloud and mesh box, or (view given) that cached view and its points' bounds."""
+        if view is not None:
+            points = torch.as_tensor(self.views.points[obj, view], dtype=torch.float32)
+            return points, torch.as_tensor(self.views.normals[obj, view], dtype=torch.float32), _bounds(points)
         points = torch.as_tensor(self.objects.points[obj], dtype=torch.float32)
         normals = torch.as_tensor(self.objects.normals[obj], dtype=torch.float32)
         aabb = torch.as_tensor(self.objects.aabb[obj], dtype=torch.float32)
         return points, normals, aabb
 
-    def _augment(self, obj: int, poses: torch.Tensor, generator: torch.Generator):
-        """Rotate object `obj` by a random R, re-centre it, and compose the inverse into `poses`."""
+    def _views(self, index: int, epoch: int) -> list[int | None]:
+        """The cached view each side uses (None: the full cloud)."""
+        s, g = self.index[index]
+        views = [None, None]
+        if self.clouds == "single_view":  # keyed by the group's place in its split, not by a filtered index
+            views = [derive_seed(0, s * self.groups_per_shard + g, side) % self.views.views_per_object
+                     for side in (0, 1)]
+        if self.partial_prob > 0:  # its own stream: the rotations drawn do not depend on partial_prob
+            generator = torch.Generator().manual_seed(derive_seed(self.seed, "partial", epoch, index))
+            for side in (0, 1):
+                if torch.rand((), generator=generator) < self.partial_prob:
+                    views[side] = int(torch.randint(self.views.views_per_object, (), generator=generator))
+        return views
+
+    def _augment(self, obj: int, poses: torch.Tensor, generator: torch.Generator, view: int | None = None):
+        """Rotate object `obj` (its full cloud or cached `view`) by a random R, re-centre it on its
+        mesh's new AABB, and compose the inverse into `poses`."""
         if self.rotations is None:
             q = torch.randn(4, generator=generator)
             q = q / q.norm()
@@ -95,10 +143,10 @@ class PairGroups(Dataset):
         R = quaternion_to_matrix(q)
         vertices = self.vertices[obj] @ R.T
         centre = (vertices.min(0).values + vertices.max(0).values) / 2
-        points, normals, _ = self._shape(obj)
+        points, normals, _ = self._shape(obj, view)
         points = points @ R.T - centre
         normals = normals @ R.T
-        aabb = torch.stack([vertices.min(0).values, vertices.max(0).values]) - centre
+        aabb = _bounds(vertices) - centre if view is None else _bounds(points)
         # x_world = pose(x_old) and x_new = R x_old - c, so pose_new = pose ∘ (R, -c)⁻¹.
         q_inv = q * torch.tensor([1.0, -1.0, -1.0, -1.0])
         inverse = torch.cat([(R.T @ centre), q_inv])
@@ -114,12 +162,13 @@ class PairGroups(Dataset):
         ids_a, ids_b = int(shard["ids_a"][rows.start]), int(shard["ids_b"][rows.start])
         poses_a = torch.from_numpy(np.array(shard["poses_a"][rows]))
         poses_b = torch.from_numpy(np.array(shard["poses_b"][rows]))
+        view_a, view_b = self._views(index, epoch)
         if self.augment:
             generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 7919 + index)
-            pa, na, aabb_a, poses_a = self._augment(ids_a, poses_a, generator)
-            pb, nb, aabb_b, poses_b = self._augment(ids_b, poses_b, generator)
+            pa, na, aabb_a, poses_a = self._augment(ids_a, poses_a, generator, view_a)
+            pb, nb, aabb_b, poses_b = self._augment(ids_b, poses_b, generator, view_b)
         else:
-            (pa, na, aabb_a), (pb, nb, aabb_b) = self._shape(ids_a), self._shape(ids_b)
+            (pa, na, aabb_a), (pb, nb, aabb_b) = self._shape(ids_a, view_a), self._shape(ids_b, view_b)
         return {
             "points_a": pa, "normals_a": na, "aabb_a": aabb_a, "ids_a": torch.tensor(ids_a),
             "points_b": pb, "normals_b": nb, "aabb_b": aabb_b, "ids_b": torch.tensor(ids_b),
@@ -160,10 +209,14 @@ class PairDataModule(L.LightningDataModule):
     """Train / val / test_known / test_unknown loaders over a generated dataset folder."""
 
     def __init__(self, root: str, groups_per_batch: int = 8, num_workers: int = 0, augment: bool | str = "cube",
-                 seed: int = 0, train_objects: int | None = None):
+                 seed: int = 0, train_objects: int | None = None, clouds: str = "full", partial_prob: float = 0.0):
         """augment: the training rotations, "so3", "cube" or "none" (True / False mean "so3" / "none").
-        train_objects: train only on pairs among the first N known objects (data efficiency)."""
+        train_objects: train only on pairs among the first N known objects (data efficiency).
+        clouds: "full" or "single_view" clouds in every split; partial_prob: probability that a
+        training cloud is replaced by a random single view (see the module docstring)."""
         super().__init__()
+        _check_clouds(clouds, partial_prob)
+        self.clouds, self.partial_prob = clouds, partial_prob
         self.train_objects = train_objects
         self.root = Path(root)
         self.groups_per_batch = groups_per_batch
@@ -194,7 +247,8 @@ class PairDataModule(L.LightningDataModule):
             allowed = set(known[: self.train_objects])
         for split in (*FIT_SPLITS, *self.test_splits):
             self.datasets[split] = PairGroups(self.root / split, objects, augment=self.augment if split == "train" else "none",
-                                              seed=self.seed, allowed_objects=allowed if split == "train" else None)
+                                              seed=self.seed, allowed_objects=allowed if split == "train" else None,
+                                              clouds=self.clouds, partial_prob=self.partial_prob if split == "train" else 0.0)
         if len(self.datasets["train"]) == 0:
             raise ValueError(f"train_objects: no training pair uses only the first {self.train_objects} objects")
 

@@ -4,6 +4,7 @@ per-object cached files that pair generation and training read.
 Layout of a set folder:
     manifest.json         spec, object table (name, family, source, sizes), skipped meshes, versions
     objects/<name>.npz    vertices (V, 3), faces (F, 3), points (K, 3), normals (K, 3), aabb (2, 3)
+    partial/              optional cached depth views (contactnet.data.partial_views), read lazily
 
 Each object file is a pure function of (spec, object index) and is written atomically, so an
 interrupted build resumes by skipping the objects already on disk.
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from contactnet.data.mesh_folder import load_mesh_folder
+from contactnet.data.partial_views import PartialViews, load_partial_views
 from contactnet.data.procedural import FAMILIES, make_object
 from contactnet.data.seeds import derive_seed
 from contactnet.data.storage import save_npz_atomic, write_json_atomic
@@ -55,9 +57,17 @@ class ObjectSet:
     aabb: np.ndarray  # (N, 2, 3) min and max corners, object frame
     manifest: dict = field(repr=False, default_factory=dict)
     inner_of: list[int | None] = field(default_factory=list)  # id of the original, for inner copies
+    _partial_views: PartialViews | None = field(repr=False, default=None)
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def partial_views(self, build_missing: bool = True) -> PartialViews:
+        """The cached single depth views of the objects (`contactnet.data.partial_views`), read
+        on first use (and built then if missing and `build_missing`), shared by every user of the set."""
+        if self._partial_views is None:
+            self._partial_views = load_partial_views(self.root, build_missing=build_missing)
+        return self._partial_views
 
 
 def _procedural_sources(spec: ObjectSetSpec):

@@ -1,5 +1,6 @@
-"""Geometry: meshes, mesh libraries and rigid poses."""
+"""Geometry: meshes, mesh libraries, rigid poses and depth-camera views."""
 
+from contactnet.geometry.depth_views import ViewSpec, partial_cloud, points_from_depth
 from contactnet.geometry.mesh import Mesh, MeshBvh, MeshLibrary
 from contactnet.geometry.poses import (
     compose_poses,
@@ -17,12 +18,15 @@ __all__ = [
     "Mesh",
     "MeshBvh",
     "MeshLibrary",
+    "ViewSpec",
     "compose_poses",
     "identity_poses",
     "invert_poses",
     "matrix_to_pose",
     "matrix_to_quaternion",
     "normalize_poses",
+    "partial_cloud",
+    "points_from_depth",
     "pose_to_matrix",
     "quaternion_to_matrix",
     "transform_points",

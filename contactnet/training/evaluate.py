@@ -15,10 +15,11 @@ from contactnet.training.module import group_logits
 
 @torch.no_grad()
 def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int = 16, device: str = "cpu",
-                  objects=None) -> dict[str, torch.Tensor]:
+                  objects=None, clouds: str = "full") -> dict[str, torch.Tensor]:
     """Flat logits, exact labels and signed distances of every query of one split."""
     objects = objects if objects is not None else load_object_set(Path(data_root) / "objects")
-    loader = torch.utils.data.DataLoader(PairGroups(Path(data_root) / split, objects), batch_size=groups_per_batch)
+    groups = PairGroups(Path(data_root) / split, objects, clouds=clouds)
+    loader = torch.utils.data.DataLoader(groups, batch_size=groups_per_batch)
     out = {"logit": [], "label": [], "signed_distance": []}
     for batch in loader:
         batch = {k: v.to(device) for k, v in batch.items()}
@@ -31,8 +32,12 @@ def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int 
 
 def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int = 16,
              device: str | None = None, hybrid_max_error: float | None = None,
-             tau_root: str | None = None) -> dict[str, dict]:
+             tau_root: str | None = None, clouds: str = "full") -> dict[str, dict]:
     """{split: collision_report} for each split (default: every test split under `data_root`).
+
+    clouds: "full" surface samples, or "single_view": each object as one cached depth view sees
+    it (the same views for every model; built once in `<data_root>/objects/partial/` if missing),
+    to compare both on the same pairs. The hybrid's tau always comes from full clouds.
 
     hybrid_max_error: also report the certified hybrid (`CollisionChecker(..., "hybrid")`) with
     its threshold tau chosen by `choose_tau` on the validation split of `tau_root` (default
@@ -51,7 +56,7 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
         tau = choose_tau(val["logit"], val["label"], hybrid_max_error)
     results = {}
     for split in splits:
-        scores = predict_split(net, data_root, split, groups_per_batch, device, objects)
+        scores = predict_split(net, data_root, split, groups_per_batch, device, objects, clouds)
         results[split] = collision_report(torch.sigmoid(scores["logit"]), scores["label"], scores["signed_distance"])
         if tau is not None:
             results[split]["hybrid"] = {"tau": tau, "max_error": hybrid_max_error,

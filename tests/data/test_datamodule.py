@@ -171,3 +171,92 @@ def test_bad_augmentation_is_a_clear_error(dataset):
 def test_missing_dataset_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="lacks the splits"):
         PairDataModule(str(tmp_path)).setup()
+
+
+def _view_of(views, obj, points):
+    """The index of the cached view of `obj` whose points these are (None: none of them)."""
+    matches = [v for v in range(views.views_per_object) if torch.equal(torch.as_tensor(views.points[obj, v]), points)]
+    return matches[0] if matches else None
+
+
+def test_single_view_items_use_one_view_with_the_visible_points_box(dataset):
+    plain = PairDataModule(str(dataset), augment=False)
+    single = PairDataModule(str(dataset), augment="so3", clouds="single_view")
+    plain.setup()
+    single.setup()
+    views = load_object_set(dataset / "objects").partial_views(build_missing=False)
+    chosen = set()
+    for split in ("val", "test_unknown"):  # never augmented: the view's own object frame
+        for index in range(len(single.datasets[split])):
+            x, y = plain.datasets[split][index], single.datasets[split][index]
+            assert torch.equal(y["poses_a"], x["poses_a"]) and torch.equal(y["label"], x["label"])
+            for side in ("a", "b"):
+                obj = int(y[f"ids_{side}"])
+                assert y[f"points_{side}"].shape == x[f"points_{side}"].shape == (256, 3)
+                view = _view_of(views, obj, y[f"points_{side}"])
+                assert view is not None and torch.equal(y[f"normals_{side}"], torch.as_tensor(views.normals[obj, view]))
+                chosen.add(view)
+                points = y[f"points_{side}"]
+                torch.testing.assert_close(y[f"aabb_{side}"], torch.stack([points.amin(0), points.amax(0)]))
+                # Seen from one side: the visible box is strictly inside the mesh's in some direction.
+                assert ((y[f"aabb_{side}"] - x[f"aabb_{side}"]).abs().max() > 1e-3)
+            # The same view every time, whatever the epoch.
+            torch.testing.assert_close(single.datasets[split][(index, 5)]["points_a"], y["points_a"])
+    assert len(chosen) > 1
+
+
+def test_partial_prob_zero_changes_nothing_and_one_always_uses_views(dataset):
+    plain = PairDataModule(str(dataset), augment="so3", seed=3)
+    zero = PairDataModule(str(dataset), augment="so3", seed=3, partial_prob=0.0)
+    always = PairDataModule(str(dataset), augment="none", seed=3, partial_prob=1.0)
+    for dm in (plain, zero, always):
+        dm.setup()
+    assert zero.datasets["train"].views is None  # nothing read or built
+    views = load_object_set(dataset / "objects").partial_views(build_missing=False)
+    full = load_object_set(dataset / "objects")
+    for index in range(len(plain.datasets["train"])):
+        x, y = plain.datasets["train"][index], zero.datasets["train"][index]
+        assert all(torch.equal(x[k], y[k]) for k in x)
+        for epoch in (0, 1):
+            z = always.datasets["train"][(index, epoch)]
+            for side in ("a", "b"):
+                obj = int(z[f"ids_{side}"])
+                assert _view_of(views, obj, z[f"points_{side}"]) is not None
+                assert not torch.equal(z[f"points_{side}"], torch.as_tensor(full.points[obj]))
+    # Augmentation only: validation keeps full clouds.
+    assert always.datasets["val"].views is None
+
+
+@pytest.mark.parametrize("augment", ["so3", "cube"])
+def test_rotation_augmentation_keeps_world_geometry_of_partial_clouds(dataset, augment):
+    """The views drawn do not depend on the rotations, so an unrotated twin shows the same views."""
+    plain = PairDataModule(str(dataset), augment="none", seed=2, partial_prob=0.5)
+    aug = PairDataModule(str(dataset), augment=augment, seed=2, partial_prob=0.5)
+    plain.setup()
+    aug.setup()
+    views = load_object_set(dataset / "objects").partial_views(build_missing=False)
+    partial = 0
+    for index in range(len(plain.datasets["train"])):
+        x, y = plain.datasets["train"][(index, 1)], aug.datasets["train"][(index, 1)]
+        for side in ("a", "b"):
+            world_old = transform_points(x[f"poses_{side}"][:, None].double(), x[f"points_{side}"].double())
+            world_new = transform_points(y[f"poses_{side}"][:, None].double(), y[f"points_{side}"].double())
+            torch.testing.assert_close(world_new, world_old, atol=1e-5, rtol=0)
+            if _view_of(views, int(x[f"ids_{side}"]), x[f"points_{side}"]) is None:
+                continue
+            partial += 1
+            # The rotated partial cloud's box is its own points' bounds, as the unrotated one's.
+            points = y[f"points_{side}"]
+            torch.testing.assert_close(y[f"aabb_{side}"], torch.stack([points.amin(0), points.amax(0)]))
+            if augment == "cube":  # an axis rotation turns the visible box into a box of the same sides
+                extent_old = (x[f"aabb_{side}"][1] - x[f"aabb_{side}"][0]).sort().values
+                extent_new = (y[f"aabb_{side}"][1] - y[f"aabb_{side}"][0]).sort().values
+                torch.testing.assert_close(extent_new, extent_old, atol=1e-5, rtol=0)
+    assert 0 < partial < 2 * len(plain.datasets["train"])
+
+
+def test_bad_clouds_are_a_clear_error(dataset):
+    with pytest.raises(ValueError, match="clouds: expected one of"):
+        PairDataModule(str(dataset), clouds="two_views")
+    with pytest.raises(ValueError, match="partial_prob: expected a probability"):
+        PairDataModule(str(dataset), partial_prob=1.5)

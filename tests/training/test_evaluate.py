@@ -1,0 +1,53 @@
+"""evaluate(): every test split, the same pairs scored with full clouds or with one depth view per
+object, and the certified hybrid with its threshold chosen on the validation split."""
+
+import torch
+from hydra import compose, initialize_config_dir
+
+from contactnet.models.checkpoint import build_net
+from contactnet.planning.hybrid import choose_tau
+from contactnet.training.evaluate import evaluate, predict_split
+from tests.training.conftest import CONF
+
+SPLITS = {"test_known", "test_unknown", "boundary_known", "boundary_unknown", "nested_known", "nested_unknown"}
+
+NET = {"_target_": "contactnet.models.LOCC", "head_hidden": 16,
+       "encoder": {"_target_": "contactnet.models.ShapeEncoder", "grid": 2, "hidden": 16, "features": 8, "channels": 8}}
+
+
+def _checkpoint(tmp_path):
+    torch.manual_seed(0)
+    net = build_net(NET)  # untrained: its probabilities still depend on the clouds it reads
+    ckpt = tmp_path / "net.ckpt"
+    torch.save({"contactnet_net_config": NET, "state_dict": {f"net.{k}": v for k, v in net.state_dict().items()}}, ckpt)
+    return net, ckpt
+
+
+def test_full_and_single_view_scores_on_the_same_pairs(tmp_path, tiny_data):
+    _, ckpt = _checkpoint(tmp_path)
+    data = tiny_data / "procedural_tiny"
+    full = evaluate(str(ckpt), str(data), device="cpu")
+    single = evaluate(str(ckpt), str(data), device="cpu", clouds="single_view")
+    assert (data / "objects" / "partial" / "manifest.json").exists()  # built on first use
+    assert set(single) == set(full) == SPLITS
+    for split in full:
+        assert set(single[split]) == set(full[split]) and single[split]["n"] == full[split]["n"]
+        assert single[split]["ece"] != full[split]["ece"]
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):  # eval.py's option
+        assert compose("eval", overrides=["ckpt_path=x"]).clouds == "full"
+        assert compose("eval", overrides=["ckpt_path=x", "clouds=single_view"]).clouds == "single_view"
+
+
+def test_hybrid_report_uses_tau_from_the_validation_split(tmp_path, tiny_data):
+    net, ckpt = _checkpoint(tmp_path)
+    data = tiny_data / "procedural_tiny"
+    scores = evaluate(str(ckpt), str(data), splits=["boundary_unknown"], device="cpu", hybrid_max_error=0.05)
+    val = predict_split(net.eval(), data, "val")
+    hybrid = scores["boundary_unknown"]["hybrid"]
+    assert hybrid["tau"] == choose_tau(val["logit"], val["label"], 0.05)
+    test = predict_split(net.eval(), data, "boundary_unknown")
+    deferred = test["logit"].abs() < hybrid["tau"]
+    assert hybrid["deferred"] == deferred.double().mean().item()
+    learned_right = (test["logit"] > 0) == test["label"]
+    assert hybrid["accuracy"] == (learned_right | deferred).double().mean().item()
+    assert hybrid["accuracy"] >= scores["boundary_unknown"]["acc"]
