@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -37,9 +37,12 @@ FIELDS = ("ids_a", "ids_b", "poses_a", "poses_b", "label", "signed_distance", "b
 @dataclass
 class DatasetSpec:
     object_ids: list[int]  # ids (into the object set / library) this dataset draws pairs from
-    # Ids object B is drawn from when they differ from object_ids (the nested placement's small
-    # inner objects); None: both objects from object_ids.
-    partner_ids: list[int] | None = None
+    # The inner copies of those objects (the small B of nested pairs); needed by the nested
+    # placement and by nested_fraction > 0.
+    inner_ids: list[int] | None = None
+    # With another placement: this fraction of the object pairs is nested instead (B an inner
+    # copy, nested placement): containment and hollows, which other placements rarely reach.
+    nested_fraction: float = 0.0
     pairs_per_shard: int = 4  # object pairs per shard
     num_shards: int = 1
     seed: int = 0
@@ -55,8 +58,10 @@ class DatasetSpec:
             self.pairs = PairSpec(**pairs)
         if len(self.object_ids) == 0:
             raise ValueError("object_ids: expected at least one object")
-        if self.partner_ids is not None and len(self.partner_ids) == 0:
-            raise ValueError("partner_ids: expected at least one object (or None)")
+        if not 0 <= self.nested_fraction <= 1:
+            raise ValueError(f"nested_fraction: expected a fraction in [0, 1], got {self.nested_fraction}")
+        if (self.pairs.placement == "nested" or self.nested_fraction > 0) and not self.inner_ids:
+            raise ValueError("inner_ids: nested pairs need the objects' inner copies (objects.inner_scale is null?)")
         if self.pairs_per_shard <= 0 or self.num_shards <= 0:
             raise ValueError("pairs_per_shard and num_shards: expected positive counts")
         lo, hi = self.positive_rate_band
@@ -72,15 +77,20 @@ def make_shard(lib: MeshLibrary, spec: DatasetSpec, index: int) -> dict[str, np.
     """The samples of shard `index`: a pure function of (library, spec, index)."""
     generator = torch.Generator().manual_seed(derive_seed(spec.seed, index))
     objects = torch.as_tensor(spec.object_ids, dtype=torch.int64)
-    partners = objects if spec.partner_ids is None else torch.as_tensor(spec.partner_ids, dtype=torch.int64)
-    n = spec.pairs_per_shard
-    picks = (torch.randint(len(objects), (n, 2), generator=generator) if spec.partner_ids is None else
-             torch.stack([torch.randint(len(objects), (n,), generator=generator),
-                          torch.randint(len(partners), (n,), generator=generator)], 1))
-    per_pair = spec.pairs.poses_per_pair
-    ids_a = objects[picks[:, 0]].repeat_interleave(per_pair)
-    ids_b = partners[picks[:, 1]].repeat_interleave(per_pair)
-    poses_a, poses_b, direction, gap = sample_pairs(lib, ids_a, ids_b, spec.pairs, generator)
+    n, per_pair = spec.pairs_per_shard, spec.pairs.poses_per_pair
+    nested = n if spec.pairs.placement == "nested" else round(n * spec.nested_fraction)
+    picks = torch.randint(len(objects), (n, 2), generator=generator)
+    ids_a, ids_b = objects[picks[:, 0]], objects[picks[:, 1]]
+    if nested:  # the first `nested` pairs: B is an inner copy, drawn after the shared picks
+        inner = torch.as_tensor(spec.inner_ids, dtype=torch.int64)
+        ids_b[:nested] = inner[torch.randint(len(inner), (nested,), generator=generator)]
+    ids_a, ids_b = ids_a.repeat_interleave(per_pair), ids_b.repeat_interleave(per_pair)
+    rows = nested * per_pair
+    nested_spec = replace(spec.pairs, placement="nested")
+    parts = [sample_pairs(lib, ids_a[part], ids_b[part], pairs, generator)
+             for part, pairs in ((slice(0, rows), nested_spec), (slice(rows, None), spec.pairs))
+             if len(ids_a[part])]
+    poses_a, poses_b, direction, gap = (torch.cat(x) for x in zip(*parts))
     labels = label_pairs(lib, ids_a, ids_b, poses_a, poses_b, direction, spec.pairs, gap)
     return {
         "ids_a": ids_a.numpy(),

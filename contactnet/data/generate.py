@@ -79,13 +79,8 @@ def split_spec(data: DictConfig, name: str, ids: dict[str, list[int]]) -> Datase
     band = data.positive_rate_band.get(placement, data.positive_rate_band.uniform)
     pairs = PairSpec(poses_per_pair=split.poses_per_pair, placement=placement,
                      uniform_fraction=split.get("uniform_fraction", 0.0), **data.pairs)
-    partners = None
-    if placement == "nested":
-        partners = ids[f"{split.objects}_inner"]
-        if not partners:
-            raise ValueError(f"splits.{name}: the nested placement needs the object set's inner copies "
-                             "(objects.inner_scale is null)")
-    return DatasetSpec(object_ids=ids[split.objects], partner_ids=partners, pairs_per_shard=split.pairs_per_shard,
+    return DatasetSpec(object_ids=ids[split.objects], inner_ids=ids[f"{split.objects}_inner"] or None,
+                       nested_fraction=split.get("nested_fraction", 0.0), pairs_per_shard=split.pairs_per_shard,
                        num_shards=split.num_shards, seed=derive_seed(data.seed, name), pairs=pairs,
                        positive_rate_band=tuple(band))
 

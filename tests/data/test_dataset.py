@@ -132,3 +132,27 @@ def test_shard_on_device_matches_cpu(lib, device):
     finite = np.isfinite(cpu["barrier"])
     np.testing.assert_array_equal(np.isfinite(other["barrier"]), finite)
     np.testing.assert_allclose(other["barrier"][finite], cpu["barrier"][finite], rtol=1e-4, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def nested_lib():
+    """Three objects (ids 0-2) and their copies at 0.3x (ids 3-5), as an object set lays them out."""
+    shapes = [make_object(f, 1) for f in ("cup", "ring", "l_bracket")]
+    return MeshLibrary([Mesh(v, f) for v, f in shapes] + [Mesh(v * 0.3, f) for v, f in shapes], dtype=torch.float64)
+
+
+def test_nested_fraction_mixes_nested_pairs_into_a_shard(nested_lib):
+    spec = _spec(pairs_per_shard=4, inner_ids=[3, 4, 5], nested_fraction=0.5)
+    shard = make_shard(nested_lib, spec, 0)
+    ids_b = shard["ids_b"].reshape(4, 20)[:, 0]
+    assert set(ids_b[:2]) <= {3, 4, 5} and set(ids_b[2:]) <= {0, 1, 2}
+    assert set(shard["ids_a"]) <= {0, 1, 2}
+    # Nested rows sit within 1 cm of A's surface: free ones by the surface gap, colliding ones by
+    # their penetration estimate (or contained).
+    near = np.abs(shard["signed_distance"].reshape(4, 20)[:2]) <= 0.011
+    assert near.mean() > 0.9
+    # Without inner copies, nested pairs are a clear error.
+    with pytest.raises(ValueError, match="inner_ids"):
+        _spec(nested_fraction=0.5)
+    with pytest.raises(ValueError, match="nested_fraction"):
+        _spec(inner_ids=[3], nested_fraction=1.5)

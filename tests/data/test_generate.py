@@ -33,7 +33,7 @@ def test_generate_all_splits(tmp_path):
     # Nested splits: A among the split's objects, B among their inner copies (same families).
     for role in ("known", "unknown"):
         nested = load_manifest(tmp_path / f"nested_{role}")
-        inner = set(nested["spec"]["partner_ids"])
+        inner = set(nested["spec"]["inner_ids"])
         shard = read_shard(tmp_path / f"nested_{role}", 0)
         assert set(shard["ids_a"]) <= set(train["objects"][role]) and set(shard["ids_b"]) <= inner
         assert {families[i] for i in inner} <= {families[i] for i in train["objects"][role]}
