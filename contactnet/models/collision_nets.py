@@ -9,12 +9,14 @@ Both share the inference API: `encode(points, normals, aabb)` once per object, t
 Logit > 0 means "colliding".
 """
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from contactnet.models.encoder import ShapeEmbedding, ShapeEncoder
-from contactnet.models.geometry import grid_coordinates, local_crop, relative_pose_features, trilinear_corners
+from contactnet.models.geometry import grid_coordinates, local_crop, relative_pose_features
 
 
 def _mlp(cin: int, hidden: int, outputs: int = 1) -> nn.Sequential:
@@ -48,12 +50,14 @@ class LOCC(CollisionNet):
 
     Two additions for the contact boundary, both off by default (the paper's LOCC):
     - `cross_features` D > 0: a co-occupancy term. Each kept cell of A is looked up in B's
-      embedding at the same place (B's grid trilinearly interpolated at the cell centre moved into
-      B's frame); the max over kept cells of (query(A's cell) ⊙ key(B there)), D features per
-      side, tells the head whether some place holds geometry of both objects — the existential
-      question collision asks, which a mean over a crop dilutes. query / key are linear maps of
-      the F features (D ≪ F keeps the lookups cheap: they commute with interpolation, so a
-      planner's embedding table is projected once).
+      embedding at the same place (B's grid at A's cell centre moved into B's
+      frame, trilinearly interpolated); the max over A's kept cells of (query(A's cell) ⊙
+      key(B there)), D features per side, tells the head whether some place holds geometry of
+      both objects — the existential question collision asks, which a mean over a crop
+      dilutes. query / key are linear maps of the F features, applied once per embedding (they
+      commute with interpolation; a planner's table is projected once per call). Each query
+      reads M³·8·D numbers per side: on a CPU this term costs far more than the crop (see the
+      README's figures); a nearest-cell lookup was cheaper but lost 3 points on boundary pairs.
     - `distance_head`: a second output regressing the clamped signed distance (trained jointly,
       see CollisionModule.beta), so the shared features must resolve how far the objects are
       from touching, not only which side they are on.
@@ -82,19 +86,35 @@ class LOCC(CollisionNet):
             return out[..., 0], out[..., 1]
         return out[..., 0]
 
-    def _cells(self, features: torch.Tensor, projection: nn.Linear) -> torch.Tensor:
-        """(..., F, M, M, M) -> (..., M³, D) projected cell features."""
-        return projection(features.flatten(-3).transpose(-1, -2))
+    def _rows(self, features: torch.Tensor) -> torch.Tensor:
+        """(..., F, M, M, M) embeddings -> (N·M³, F) cell rows, N the number of embeddings."""
+        return features.flatten(-3).transpose(-1, -2).reshape(-1, self.encoder.features)
 
-    def _cross_broadcast(self, emb_own, emb_other, pose_own, pose_other, keep):
-        """Co-occupancy of the own object's kept cells, leading dimensions broadcast (training)."""
-        coords = grid_coordinates(emb_own.aabb, self.encoder.grid, pose_own, pose_other, emb_other.aabb)
-        index, weight = trilinear_corners(coords, self.encoder.grid)  # (..., C, 8)
-        keys = self._cells(emb_other.features, self.key)  # (..., C, D)
-        shape = (*index.shape[:-1], self.cross_features)
-        keys = keys.expand(*torch.broadcast_shapes(keys.shape[:-2], index.shape[:-2]), *keys.shape[-2:])
-        sampled = sum(weight[..., k, None] * keys.gather(-2, index[..., k, None].expand(shape)) for k in range(8))
-        return _masked_max(self._cells(emb_own.features, self.query) * sampled, keep)
+    def _cross(self, own: torch.Tensor, keys: torch.Tensor, coords: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """Co-occupancy of the own object's kept cells: own (..., C, D) projected own cells, keys
+        (N, D, M, M, M) the other objects' projected grids, coords (N, P, C, 3) the own cells in
+        the other box's units (P queries per grid; own and keep (..., C) broadcast to (N·P, C))."""
+        n, p, c, _ = coords.shape
+        sampled = F.grid_sample(keys, coords.flip(-1)[:, :, :, None], align_corners=False)  # (N, D, P, C, 1)
+        sampled = sampled.squeeze(-1).permute(0, 2, 3, 1).reshape(*keep.shape, -1)
+        return _masked_max(own * sampled, keep)
+
+    def _cross_grouped(self, own, other, pose_own, pose_other, keep, lead):
+        """`_cross` for embeddings that broadcast against the poses: the other's grid is sampled
+        once per embedding for all the poses that share it (training's (B, 1) vs (B, G))."""
+        m = self.encoder.grid
+        coords = grid_coordinates(own.aabb, m, pose_own, pose_other, other.aabb).expand(*lead, m**3, 3)
+        shared = other.features.shape[:-4]
+        shared = (1,) * (len(lead) - len(shared)) + tuple(shared)
+        split = len(lead)  # leading dims of `lead` up to `split` index the other's embeddings
+        while split > 0 and shared[split - 1] == 1:
+            split -= 1
+        n = math.prod(lead[:split])
+        grids = other.features.reshape(*shared, *other.features.shape[-4:]).expand(*lead[:split], *shared[split:],
+                                                                                  *other.features.shape[-4:])
+        keys = self.key(grids.reshape(n, self.encoder.features, -1).transpose(1, 2)).transpose(1, 2)
+        queries = self.query(own.features.flatten(-3).transpose(-1, -2))
+        return self._cross(queries, keys.reshape(n, -1, m, m, m), coords.reshape(n, -1, m**3, 3), keep)
 
     def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor,
                 with_distance: bool = False):
@@ -105,21 +125,12 @@ class LOCC(CollisionNet):
         crop_b = torch.einsum("...fc,...c->...f", emb_b.features.flatten(-3), w_b)
         cross = ()
         if self.cross_features:
-            cross = (self._cross_broadcast(emb_a, emb_b, pose_a, pose_b, w_a > 0),
-                     self._cross_broadcast(emb_b, emb_a, pose_b, pose_a, w_b > 0))
+            lead = torch.broadcast_shapes(emb_a.features.shape[:-4], emb_b.features.shape[:-4], pose_a.shape[:-1],
+                                          pose_b.shape[:-1])
+            cross = tuple(self._cross_grouped(own, other, p_own, p_other, keep, lead)
+                          for own, other, p_own, p_other, keep in ((emb_a, emb_b, pose_a, pose_b, w_a > 0),
+                                                                   (emb_b, emb_a, pose_b, pose_a, w_b > 0)))
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance)
-
-    def _cross_indexed(self, queries, keys, table, ids_own, ids_other, pose_own, pose_other, keep):
-        """Co-occupancy from a table: queries / keys are the table's projected cells as (N·C, D)
-        rows, gathered per query with an embedding bag (no per-query copy of an embedding)."""
-        m = self.encoder.grid
-        cells = m**3
-        coords = grid_coordinates(table.aabb[ids_own], m, pose_own, pose_other, table.aabb[ids_other])
-        index, weight = trilinear_corners(coords, m)  # (Q, C, 8)
-        rows = (ids_other[:, None, None] * cells + index).reshape(-1, 8)
-        sampled = F.embedding_bag(rows, keys, per_sample_weights=weight.reshape(-1, 8).to(keys.dtype), mode="sum")
-        own = F.embedding(ids_own[:, None] * cells + torch.arange(cells, device=ids_own.device), queries)
-        return _masked_max(own * sampled.view(*own.shape), keep)
 
     def predict_indexed(self, table: ShapeEmbedding, ids_a: torch.Tensor, ids_b: torch.Tensor,
                         pose_a: torch.Tensor, pose_b: torch.Tensor, with_distance: bool = False):
@@ -127,7 +138,7 @@ class LOCC(CollisionNet):
         # query summing its kept cells with their weights — no per-query copy of an embedding.
         m = self.encoder.grid
         cells = m**3
-        rows = table.features.flatten(-3).transpose(1, 2).reshape(-1, self.encoder.features)
+        rows = self._rows(table.features)
         offsets = torch.arange(cells, device=ids_a.device)
         w_a, where_a, frac_a = local_crop(table.aabb[ids_a], m, pose_a, pose_b, table.aabb[ids_b])
         w_b, where_b, frac_b = local_crop(table.aabb[ids_b], m, pose_b, pose_a, table.aabb[ids_a])
@@ -135,10 +146,14 @@ class LOCC(CollisionNet):
         crop_b = F.embedding_bag(ids_b[:, None] * cells + offsets, rows, per_sample_weights=w_b.to(rows.dtype), mode="sum")
         cross = ()
         if self.cross_features:
-            queries = self.query(rows)  # projected once per call: the table is N·C rows
-            keys = self.key(rows)
-            cross = (self._cross_indexed(queries, keys, table, ids_a, ids_b, pose_a, pose_b, w_a > 0),
-                     self._cross_indexed(queries, keys, table, ids_b, ids_a, pose_b, pose_a, w_b > 0))
+            # Projected once per call (the table's N·C rows); each query gathers its other's grid.
+            queries = self.query(rows).view(-1, cells, self.cross_features)
+            keys = self.key(rows).view(-1, m, m, m, self.cross_features).permute(0, 4, 1, 2, 3)
+            cross = tuple(
+                self._cross(queries[i_own], keys[i_other],
+                            grid_coordinates(table.aabb[i_own], m, p_own, p_other, table.aabb[i_other])[:, None], keep)
+                for i_own, i_other, p_own, p_other, keep in ((ids_a, ids_b, pose_a, pose_b, w_a > 0),
+                                                            (ids_b, ids_a, pose_b, pose_a, w_b > 0)))
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance)
 
 
@@ -155,6 +170,23 @@ class GlobalOCN(CollisionNet):
         pooled = ShapeEmbedding(table.features.flatten(-3).mean(-1, keepdim=True)[..., None, None], table.aabb)
         return self.predict(ShapeEmbedding(pooled.features[ids_a], table.aabb[ids_a]),
                             ShapeEmbedding(pooled.features[ids_b], table.aabb[ids_b]), pose_a, pose_b)
+
+    def _cross_grouped(self, own, other, pose_own, pose_other, keep, lead):
+        """`_cross` for embeddings that broadcast against the poses: the other's grid is sampled
+        once per embedding for all the poses that share it (training's (B, 1) vs (B, G))."""
+        m = self.encoder.grid
+        coords = grid_coordinates(own.aabb, m, pose_own, pose_other, other.aabb).expand(*lead, m**3, 3)
+        shared = other.features.shape[:-4]
+        shared = (1,) * (len(lead) - len(shared)) + tuple(shared)
+        split = len(lead)  # leading dims of `lead` up to `split` index the other's embeddings
+        while split > 0 and shared[split - 1] == 1:
+            split -= 1
+        n = math.prod(lead[:split])
+        grids = other.features.reshape(*shared, *other.features.shape[-4:]).expand(*lead[:split], *shared[split:],
+                                                                                  *other.features.shape[-4:])
+        keys = self.key(grids.reshape(n, self.encoder.features, -1).transpose(1, 2)).transpose(1, 2)
+        queries = self.query(own.features.flatten(-3).transpose(-1, -2))
+        return self._cross(queries, keys.reshape(n, -1, m, m, m), coords.reshape(n, -1, m**3, 3), keep)
 
     def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):
         ga = emb_a.features.flatten(-3).mean(-1)

@@ -75,26 +75,3 @@ def grid_coordinates(aabb: torch.Tensor, grid: int, pose: torch.Tensor, pose_oth
     local = torch.einsum("...ij,...cj->...ci", rotation, cell_centres(aabb, grid)) + to_other[..., None, :3]
     lo, hi = aabb_other[..., 0:1, :], aabb_other[..., 1:2, :]
     return 2 * (local - lo) / (hi - lo).clamp_min(1e-6) - 1
-
-
-def trilinear_corners(coords: torch.Tensor, grid: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cell indices (..., 8) (x-major, like the encoder) and weights (..., 8) that interpolate an
-    M³ grid of cell values at coords (..., 3) in box units, as grid_sample(align_corners=False,
-    padding_mode="zeros") does: corners outside the grid get weight 0 (and index 0)."""
-    x = (coords + 1) * grid / 2 - 0.5  # continuous cell index, cell centres at integers
-    low = x.floor()
-    frac = x - low
-    low = low.long()
-    index = torch.zeros(*coords.shape[:-1], dtype=torch.long, device=coords.device)
-    weight = torch.ones(*coords.shape[:-1], dtype=coords.dtype, device=coords.device)
-    indices, weights = [], []
-    for corner in range(8):
-        idx, w = index, weight
-        for axis in range(3):
-            up = (corner >> (2 - axis)) & 1
-            i = low[..., axis] + up
-            w = w * (frac[..., axis] if up else 1 - frac[..., axis]) * ((i >= 0) & (i < grid)).to(coords.dtype)
-            idx = idx * grid + i.clamp(0, grid - 1)
-        indices.append(idx)
-        weights.append(w)
-    return torch.stack(indices, -1), torch.stack(weights, -1)

@@ -111,9 +111,10 @@ def test_world_frame_invariance(cls):
 
 
 def test_co_occupancy_is_the_masked_max_of_query_times_interpolated_key():
-    """The co-occupancy term against a direct computation: grid_sample of B's projected cells at
-    A's cell centres moved into B's box units, times A's projected cells, max over A's kept cells;
-    also through predict_indexed, and zero when no cell is kept."""
+    """The co-occupancy term against a direct per-query computation: B's projected grid
+    interpolated (grid_sample) at A's cell centres moved into B's box units, times A's projected
+    cells, max over A's kept cells; through the grouped (training) and indexed (planner) paths,
+    and zero when no cell is kept."""
     from contactnet.models.collision_nets import _masked_max
     from contactnet.models.geometry import grid_coordinates
 
@@ -123,23 +124,26 @@ def test_co_occupancy_is_the_masked_max_of_query_times_interpolated_key():
     pa, pb = _poses((7,), 3, 0.03, torch.float64), _poses((7,), 4, 0.03, torch.float64)
     a, b = ShapeEmbedding(emb.features[0], emb.aabb[0]), ShapeEmbedding(emb.features[1], emb.aabb[1])
     keep, _, _ = local_crop(a.aabb, 4, pa, pb, b.aabb)
-    coords = grid_coordinates(a.aabb, 4, pa, pb, b.aabb)  # (7, 64, 3), x-major like the encoder
-    keys = torch.einsum("df,fxyz->dxyz", net.key.weight, b.features)[None]
-    sampled = torch.nn.functional.grid_sample(keys, coords.flip(-1)[None, :, :, None], align_corners=False)
-    sampled = sampled[0, :, :, :, 0].permute(1, 2, 0)  # (7, 64, D)
-    queries = (a.features.flatten(1).T @ net.query.weight.T)[None]
-    expected = _masked_max(queries * sampled, keep > 0)
-    got = net._cross_broadcast(a, b, pa, pb, keep > 0)
+    expected = []
+    for k in range(7):  # one query at a time, straight from the definition
+        coords = grid_coordinates(a.aabb, 4, pa[k], pb[k], b.aabb)  # (64, 3), x-major like the encoder
+        keys = torch.einsum("df,fxyz->dxyz", net.key.weight, b.features)[None]
+        sampled = torch.nn.functional.grid_sample(keys, coords.flip(-1).view(1, 64, 1, 1, 3), align_corners=False)
+        queries = a.features.flatten(1).T @ net.query.weight.T  # (64, D)
+        expected.append(_masked_max(queries * sampled.view(-1, 64).T, keep[k] > 0))
+    expected = torch.stack(expected)
+    lead = (7,)
+    got = net._cross_grouped(a, b, pa, pb, keep > 0, lead)
     torch.testing.assert_close(got, expected)
     assert (keep > 0).any() and got.abs().sum() > 0
-    indexed = net._cross_indexed(net.query(emb.features.flatten(-3).transpose(1, 2).reshape(-1, 16)),
-                                 net.key(emb.features.flatten(-3).transpose(1, 2).reshape(-1, 16)), emb,
-                                 torch.zeros(7, dtype=torch.long), torch.ones(7, dtype=torch.long), pa, pb, keep > 0)
-    torch.testing.assert_close(indexed, expected)
+    # Grouped layout: one embedding pair shared by 7 poses, as in training.
+    grouped = net._cross_grouped(ShapeEmbedding(a.features[None], a.aabb[None]), ShapeEmbedding(b.features[None], b.aabb[None]),
+                                 pa[None], pb[None], keep[None] > 0, (1, 7))
+    torch.testing.assert_close(grouped[0], expected)
     far = pb.clone()
     far[:, :3] += 10.0
     none_kept, _, _ = local_crop(a.aabb, 4, pa, far, b.aabb)
-    assert (net._cross_broadcast(a, b, pa, far, none_kept > 0) == 0).all()
+    assert (net._cross_grouped(a, b, pa, far, none_kept > 0, lead) == 0).all()
 
 
 def test_distance_head_outputs_and_gradients():
