@@ -4,7 +4,9 @@
     python benchmarks/inference.py [--ckpt CKPT] [--quick] [--out FILE]
 
 Speed does not depend on the weights, so without --ckpt randomly initialised networks with the
-paper's sizes (M = 6, H = 256, F = 64) are timed.
+paper's sizes (M = 6, H = 256, F = 64) are timed, next to this project's boundary design
+("locc_boundary": M = 8 and the co-occupancy term, conf/model/locc.yaml), which reads M³·8·D
+numbers per query and side and is timed up to 10k queries on a CPU.
 """
 
 import argparse
@@ -24,6 +26,7 @@ from contactnet.models import LOCC, GlobalOCN, ShapeEmbedding, ShapeEncoder, loa
 from contactnet.ops import mesh_collide  # noqa: E402
 
 CHUNK = 16384  # queries per forward pass: bounds memory at large batch sizes
+BOUNDARY_CPU_MAX = 10_000  # locc_boundary's largest batch on a CPU (about 0.2 ms per query)
 
 
 def predict_chunked(net, table: ShapeEmbedding, ids_a, ids_b, poses_a, poses_b) -> torch.Tensor:
@@ -50,14 +53,15 @@ def main() -> None:
     normals = torch.stack([torch.as_tensor(c[1], dtype=torch.float32) for c in clouds]).to(device)
     aabb = torch.stack([lib[i].bounds().float() for i in range(len(lib))]).to(device)
     nets = {"locc": load_model(args.ckpt, device) if args.ckpt else LOCC(ShapeEncoder()).eval().to(device),
-            "global_ocn": GlobalOCN(ShapeEncoder()).eval().to(device)}
+            "global_ocn": GlobalOCN(ShapeEncoder()).eval().to(device),
+            "locc_boundary": LOCC(ShapeEncoder(grid=8), cross_features=16).eval().to(device)}
 
     g = torch.Generator().manual_seed(0)
     n_max = max(sizes)
     ids_a = torch.randint(len(lib), (n_max,), generator=g)
     ids_b = torch.randint(len(lib), (n_max,), generator=g)
     lib64 = MeshLibrary([Mesh(v, f) for v, f in objects], dtype=torch.float64)
-    pa, pb, _, _ = sample_pairs(lib64, ids_a[:100_000], ids_b[:100_000], PairSpec(manipulate=False), g)
+    pa, pb, _, _ = sample_pairs(lib64, ids_a[:100_000], ids_b[:100_000], PairSpec(placement="uniform"), g)
     reps = (n_max + 99_999) // 100_000  # the same 100k near-contact poses, tiled
     pa, pb = pa.float().repeat(reps, 1)[:n_max].to(device), pb.float().repeat(reps, 1)[:n_max].to(device)
     ids_a, ids_b = ids_a.to(device), ids_b.to(device)
@@ -71,6 +75,8 @@ def main() -> None:
         for n in sizes:
             row = {"queries": n, "exact_qps": exact_qps}
             for name, net in nets.items():
+                if name == "locc_boundary" and device == "cpu" and n > BOUNDARY_CPU_MAX:
+                    continue
                 emb = embeddings[name]
                 seconds = best_time(lambda: predict_chunked(net, emb, ids_a[:n], ids_b[:n], pa[:n], pb[:n]),
                                     repeats=2 if n >= 100_000 else 3)
@@ -84,7 +90,8 @@ def main() -> None:
     bytes_per_query = 4 * (2 * (7 * cells + f) + 2 * 256)
     print(f"collision checks per second on {device} ({torch.get_num_threads()} threads), embeddings cached;"
           f" exact mesh_collide timed on {n_exact} of the same pairs")
-    print_table(rows, ["queries", "locc_qps", "global_ocn_qps", "exact_qps", "locc_vs_exact", "global_ocn_vs_exact"])
+    print_table(rows, ["queries", "locc_qps", "locc_boundary_qps", "global_ocn_qps", "exact_qps", "locc_vs_exact",
+                       "locc_boundary_vs_exact", "global_ocn_vs_exact"])
     print(f"LOCC memory per query in flight: ~{bytes_per_query / 1024:.1f} KiB (chunks of {CHUNK} queries)")
     write_json("inference", {"device": device, "rows": rows, "bytes_per_query": bytes_per_query,
                              "chunk": CHUNK}, args.out)

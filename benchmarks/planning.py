@@ -14,7 +14,7 @@ moving mesh against all 8 obstacles of its environment (4 environments).
 "grad" columns time the same call plus the backward pass to both query poses (on at most 16384
 queries, extrapolated).
 
-Poses: near-contact uniform test pairs (`sample_pairs(manipulate=False)`, about half colliding)
+Poses: near-contact uniform test pairs (`sample_pairs` with placement "uniform", about half colliding)
 over the 15 procedural families, 4096 pairs tiled to the batch size. Speed does not depend on the
 weights, so without --ckpt randomly initialised networks of the paper's sizes (M = 6, H = 256,
 F = 64) are timed. The exact backend and fcl are timed on at most --exact-max (default 4096) and
@@ -144,7 +144,7 @@ def main() -> None:
     ids_a = torch.randint(len(FAMILIES), (base,), generator=g)
     ids_b = torch.randint(len(FAMILIES), (base,), generator=g)
     lib64 = MeshLibrary([world.library[i] for i in range(len(FAMILIES))], dtype=torch.float64)
-    pa, pb, _, _ = sample_pairs(lib64, ids_a, ids_b, PairSpec(manipulate=False), g)
+    pa, pb, _, _ = sample_pairs(lib64, ids_a, ids_b, PairSpec(placement="uniform"), g)
     reps = (max(sizes) + base - 1) // base
     ids_a, ids_b = ids_a.repeat(reps).to(device), ids_b.repeat(reps).to(device)
     pa, pb = pa.float().repeat(reps, 1).to(device), pb.float().repeat(reps, 1).to(device)

@@ -19,6 +19,9 @@ from contactnet.models.encoder import ShapeEmbedding, ShapeEncoder
 from contactnet.models.geometry import grid_coordinates, local_crop, relative_pose_features
 
 
+CROSS_CHUNK = 2048  # queries per slice of the indexed co-occupancy term
+
+
 def _mlp(cin: int, hidden: int, outputs: int = 1) -> nn.Sequential:
     return nn.Sequential(nn.Linear(cin, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
                          nn.Linear(hidden, outputs))
@@ -96,7 +99,7 @@ class LOCC(CollisionNet):
         the other box's units (P queries per grid; own and keep (..., C) broadcast to (N·P, C))."""
         n, p, c, _ = coords.shape
         sampled = F.grid_sample(keys, coords.flip(-1)[:, :, :, None], align_corners=False)  # (N, D, P, C, 1)
-        sampled = sampled.squeeze(-1).permute(0, 2, 3, 1).reshape(*keep.shape, -1)
+        sampled = sampled.squeeze(-1).permute(0, 2, 3, 1).reshape(*keep.shape, keys.shape[1])
         return _masked_max(own * sampled, keep)
 
     def _cross_grouped(self, own, other, pose_own, pose_other, keep, lead):
@@ -149,11 +152,15 @@ class LOCC(CollisionNet):
             # Projected once per call (the table's N·C rows); each query gathers its other's grid.
             queries = self.query(rows).view(-1, cells, self.cross_features)
             keys = self.key(rows).view(-1, m, m, m, self.cross_features).permute(0, 4, 1, 2, 3)
-            cross = tuple(
-                self._cross(queries[i_own], keys[i_other],
-                            grid_coordinates(table.aabb[i_own], m, p_own, p_other, table.aabb[i_other])[:, None], keep)
-                for i_own, i_other, p_own, p_other, keep in ((ids_a, ids_b, pose_a, pose_b, w_a > 0),
-                                                            (ids_b, ids_a, pose_b, pose_a, w_b > 0)))
+            # Each query copies its other's grid (D·M³ numbers): slices of CROSS_CHUNK queries bound
+            # that memory whatever the caller's batch (a fixed number of slices for a given batch).
+            sides = ((ids_a, ids_b, pose_a, pose_b, w_a > 0), (ids_b, ids_a, pose_b, pose_a, w_b > 0))
+            cross = tuple(torch.cat([
+                self._cross(queries[i_own[e]], keys[i_other[e]],
+                            grid_coordinates(table.aabb[i_own[e]], m, p_own[e], p_other[e], table.aabb[i_other[e]])[:, None],
+                            keep[e])
+                for e in (slice(s, s + CROSS_CHUNK) for s in range(0, max(len(i_own), 1), CROSS_CHUNK))])
+                for i_own, i_other, p_own, p_other, keep in sides)
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance)
 
 
