@@ -178,23 +178,6 @@ class GlobalOCN(CollisionNet):
         return self.predict(ShapeEmbedding(pooled.features[ids_a], table.aabb[ids_a]),
                             ShapeEmbedding(pooled.features[ids_b], table.aabb[ids_b]), pose_a, pose_b)
 
-    def _cross_grouped(self, own, other, pose_own, pose_other, keep, lead):
-        """`_cross` for embeddings that broadcast against the poses: the other's grid is sampled
-        once per embedding for all the poses that share it (training's (B, 1) vs (B, G))."""
-        m = self.encoder.grid
-        coords = grid_coordinates(own.aabb, m, pose_own, pose_other, other.aabb).expand(*lead, m**3, 3)
-        shared = other.features.shape[:-4]
-        shared = (1,) * (len(lead) - len(shared)) + tuple(shared)
-        split = len(lead)  # leading dims of `lead` up to `split` index the other's embeddings
-        while split > 0 and shared[split - 1] == 1:
-            split -= 1
-        n = math.prod(lead[:split])
-        grids = other.features.reshape(*shared, *other.features.shape[-4:]).expand(*lead[:split], *shared[split:],
-                                                                                  *other.features.shape[-4:])
-        keys = self.key(grids.reshape(n, self.encoder.features, -1).transpose(1, 2)).transpose(1, 2)
-        queries = self.query(own.features.flatten(-3).transpose(-1, -2))
-        return self._cross(queries, keys.reshape(n, -1, m, m, m), coords.reshape(n, -1, m**3, 3), keep)
-
     def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):
         ga = emb_a.features.flatten(-3).mean(-1)
         gb = emb_b.features.flatten(-3).mean(-1)
