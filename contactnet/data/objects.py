@@ -10,8 +10,9 @@ Each object file is a pure function of (spec, object index) and is written atomi
 interrupted build resumes by skipping the objects already on disk.
 
 After the N objects come N inner copies (ids N..2N-1, `inner_scale`): object i scaled by a factor
-drawn in the range, named `<name>@inner`, same family. They are B in the nested test placement
-(one object inside or just outside another); the known / unknown object lists never include them.
+drawn in the range, named `<name>@inner`, same family. They are B in nested pairs (test splits and
+`nested_fraction` of training: one object inside or just outside another); the known / unknown
+object lists never include them.
 
     python -m contactnet.data.objects --out data/objects/procedural --objects-per-family 8
     python -m contactnet.data.objects --out data/objects/ycb --mesh-folder /data/ycb --scale 1.0

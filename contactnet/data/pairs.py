@@ -63,7 +63,7 @@ class PairSpec:
     penetration_tol: float = 1e-4  # metres, bisection tolerance of the penetration estimate
     boundary_gap: tuple[float, float] = (0.0, 0.01)  # metres, range of |s| for "boundary"
     nested_gap: tuple[float, float] = (1e-4, 0.01)  # metres, surface gap range for "nested"
-    max_redraws: int = 32  # "nested": rounds of redraws towards each row's inside / outside target
+    max_redraws: int = 32  # "nested": rounds of redraws of B's start until the surfaces do not cross
 
     def __post_init__(self):
         if self.placement not in PLACEMENTS:
