@@ -25,8 +25,11 @@ def test_generate_all_splits(tmp_path):
     known_ids, unknown_ids = set(train["objects"]["known"]), set(train["objects"]["unknown"])
     families = train["objects"]["families"]
     assert {families[i] for i in unknown_ids} == {"hook", "gear_prism", "egad_like"}
-    # Unknown objects never appear in training, and the unknown test set uses only them.
-    for split, allowed in (("train", known_ids), ("test_unknown", unknown_ids)):
+    # Unknown objects never appear in training (B of a nested training pair is an inner copy of a
+    # known object), and the unknown test set uses only them.
+    known_inner = set(train["spec"]["inner_ids"])
+    assert {families[i] for i in known_inner} <= {families[i] for i in known_ids}
+    for split, allowed in (("train", known_ids | known_inner), ("test_unknown", unknown_ids)):
         shard = read_shard(tmp_path / split, 0)
         assert set(shard["ids_a"]) | set(shard["ids_b"]) <= allowed
     assert unknown["spec"]["pairs"]["placement"] == "uniform" and train["spec"]["pairs"]["placement"] == "manipulated"
