@@ -87,3 +87,17 @@ def test_ddp_two_cpu_processes(tmp_path, tiny_data):
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "test_unknown" in proc.stdout and (tmp_path / "metrics.json").exists()
+
+
+def test_distance_head_trains_jointly(tmp_path, tiny_data):
+    """A LOCC with the distance head: its loss term is in the training loss (the head's second
+    output gets gradients) and a fast run goes through fit and test."""
+    cfg = compose_train(tmp_path, tiny_data, ["model.net.distance_head=true", "+trainer.fast_dev_run=true"])
+    module = hydra.utils.instantiate(cfg.model)
+    datamodule = hydra.utils.instantiate(cfg.datamodule)
+    datamodule.setup()
+    batch = next(iter(datamodule.train_dataloader()))
+    logits, penalty, distance = module.forward_batch(batch)
+    module._loss(logits, batch, penalty, distance).backward()
+    assert module.net.head[-1].weight.grad[1].abs().sum() > 0  # the distance output's row
+    assert {"test_known/balanced_acc", "boundary_unknown/acc"} <= set(train(cfg)["metrics"])
