@@ -160,14 +160,17 @@ def test_object_set_families_are_kinds(tmp_path, wheel):
     assert folder.layout == "files" and not folder.skipped and len(meshes) == len(EXPECTED)
     build_object_set(ObjectSetSpec(source=str(out), num_points=64), tmp_path / "objects", progress=False)
     objects = load_object_set(tmp_path / "objects")
-    assert sorted(objects.families) == sorted(p.split("/")[0] for p in EXPECTED)
+    n = len(EXPECTED)  # then n inner copies (the nested splits' small objects)
+    assert objects.inner_of == [None] * n + list(range(n))
+    assert sorted(objects.families[:n]) == sorted(p.split("/")[0] for p in EXPECTED)
     ids = split_objects(objects, "all", used=["unknown"])
-    assert ids == {"known": [], "unknown": list(range(len(objects)))}
+    assert ids == {"known": [], "unknown": list(range(n)), "known_inner": [], "unknown_inner": list(range(n, 2 * n))}
 
 
 def test_split_objects_only_used_groups_must_be_non_empty():
-    objects = SimpleNamespace(families=["objects", "robot_links", "robot_links"])
-    assert split_objects(objects, ["objects"]) == {"known": [1, 2], "unknown": [0]}
+    objects = SimpleNamespace(families=["objects", "robot_links", "robot_links"], inner_of=[None] * 3)
+    assert split_objects(objects, ["objects"]) == {"known": [1, 2], "unknown": [0], "known_inner": [],
+                                                   "unknown_inner": []}
     with pytest.raises(ValueError, match="the known object set"):
         split_objects(objects, "all")
     with pytest.raises(ValueError, match="the unknown object set"):
@@ -347,6 +350,6 @@ def test_real_wheel(tmp_path):
     build_object_set(ObjectSetSpec(source=str(tmp_path / "meshes"), num_points=128), tmp_path / "objects",
                      progress=False)
     objects = load_object_set(tmp_path / "objects")
-    assert set(objects.families) == set(rs.KINDS) and len(objects) == 4
+    assert set(objects.families) == set(rs.KINDS) and len(objects) == 8  # 4 meshes and their inner copies
     extents = np.ptp(objects.aabb, axis=1).max(1)
     assert ((extents > 0.005) & (extents < 2.0)).all()  # metres
