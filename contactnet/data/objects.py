@@ -118,7 +118,7 @@ def build_object_set(spec: ObjectSetSpec, out_dir: str | Path, progress: bool = 
         table.append({"name": name, "family": family, "source": source, "vertices": n_vertices,
                       "faces": n_faces, "extent_m": float((aabb[1] - aabb[0]).max())})
     if spec.inner_scale is not None:
-        table += [_inner_copy(spec, out_dir / "objects", i, entry) for i, entry in enumerate(list(table))]
+        table += [_inner_copy(spec, out_dir / "objects", i, entry) for i, entry in enumerate(table)]
 
     manifest = {
         "format": "contactnet.object_set/1",

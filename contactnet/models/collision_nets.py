@@ -97,7 +97,6 @@ class LOCC(CollisionNet):
         """Co-occupancy of the own object's kept cells: own (..., C, D) projected own cells, keys
         (N, D, M, M, M) the other objects' projected grids, coords (N, P, C, 3) the own cells in
         the other box's units (P queries per grid; own and keep (..., C) broadcast to (N·P, C))."""
-        n, p, c, _ = coords.shape
         sampled = F.grid_sample(keys, coords.flip(-1)[:, :, :, None], align_corners=False)  # (N, D, P, C, 1)
         sampled = sampled.squeeze(-1).permute(0, 2, 3, 1).reshape(*keep.shape, keys.shape[1])
         return _masked_max(own * sampled, keep)

@@ -23,7 +23,7 @@ def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int 
     out = {"logit": [], "label": [], "signed_distance": []}
     for batch in loader:
         batch = {k: v.to(device) for k, v in batch.items()}
-        logits, _ = group_logits(net, batch)
+        logits, _, _ = group_logits(net, batch)
         out["logit"].append(logits.flatten().cpu())
         out["label"].append(batch["label"].flatten().bool().cpu())
         out["signed_distance"].append(batch["signed_distance"].flatten().cpu())

@@ -30,8 +30,8 @@ def _rates(pred: torch.Tensor, label: torch.Tensor) -> dict[str, float]:
 
 
 def average_precision(prob: torch.Tensor, label: torch.Tensor) -> float:
-    """Area under the precision-recall curve as the mean precision at each positive (ties broken
-    by order, as torchmetrics and scikit-learn do for distinct scores)."""
+    """Average precision: the mean, over the positives, of the precision at each positive's rank
+    (scores sorted descending; equal scores keep their input order)."""
     if not bool(label.any()):
         return math.nan
     order = prob.argsort(descending=True, stable=True)
@@ -45,7 +45,6 @@ def calibration_error(prob: torch.Tensor, label: torch.Tensor, bins: int = 10) -
     confidence = torch.where(prob >= 0.5, prob, 1 - prob)
     correct = ((prob >= 0.5) == label).double()
     index = ((confidence - 0.5) * 2 * bins).long().clamp(0, bins - 1)
-    total = torch.zeros(bins, dtype=torch.float64).index_add_(0, index, torch.ones_like(correct))
     gap = torch.zeros(bins, dtype=torch.float64).index_add_(0, index, confidence.double() - correct)
     return float(gap.abs().sum() / max(len(prob), 1))
 

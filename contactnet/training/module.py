@@ -32,8 +32,8 @@ from contactnet.training.metrics import collision_report, flat_metrics
 
 
 def group_logits(net: CollisionNet, batch: dict, with_distance: bool = False):
-    """Logits (B, G) for a batch of object-pair groups (each cloud encoded once), and the mean
-    squared embedding (the ‖f_SE‖² regulariser); with_distance: also the distance head's (B, G)."""
+    """Logits (B, G) for a batch of object-pair groups (each cloud encoded once), the mean squared
+    embedding (the ‖f_SE‖² regulariser) and, with_distance, the distance head's (B, G) (else None)."""
     emb_a = net.encode(batch["points_a"], batch["normals_a"], batch["aabb_a"])
     emb_b = net.encode(batch["points_b"], batch["normals_b"], batch["aabb_b"])
     args = (ShapeEmbedding(emb_a.features[:, None], emb_a.aabb[:, None]),
@@ -42,7 +42,7 @@ def group_logits(net: CollisionNet, batch: dict, with_distance: bool = False):
     if with_distance:
         logits, distance = net.predict(*args, with_distance=True)
         return logits, penalty, distance
-    return net.predict(*args), penalty
+    return net.predict(*args), penalty, None
 
 
 def collision_metrics(prefix: str = "") -> MetricCollection:
@@ -62,7 +62,6 @@ class CollisionModule(L.LightningModule):
         when the net has one)."""
         super().__init__()
         self.beta, self.distance_clamp = float(beta), float(distance_clamp)
-        self.with_distance = bool(getattr(net, "distance_head", False))
         self.net = net
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
@@ -76,9 +75,7 @@ class CollisionModule(L.LightningModule):
 
     def forward_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(logits, embedding penalty, distance head output or None)."""
-        if self.with_distance:
-            return group_logits(self.net, batch, with_distance=True)
-        return (*group_logits(self.net, batch), None)
+        return group_logits(self.net, batch, with_distance=getattr(self.net, "distance_head", False))
 
     def _loss(self, logits, batch, penalty, distance=None):
         bce = F.binary_cross_entropy_with_logits(logits, batch["label"], reduction="none").flatten()
