@@ -432,7 +432,7 @@ def extract(out: str | Path, wheel: str | Path | None = None, version: str | Non
                 "written": written,
                 "skipped": sorted(skipped, key=lambda s: s["source"]),
             }
-            write_json_atomic(staging / MANIFEST, manifest).chmod(0o644)  # mkstemp made it 0600
+            write_json_atomic(staging / MANIFEST, manifest)
             if (out / CACHE).is_dir():  # the cached wheel moves along with the finished set
                 os.replace(out / CACHE, staging / CACHE)
             os.replace(staging, out)  # rename(2) replaces `out` when it is absent or (now) empty

@@ -10,14 +10,22 @@ from pathlib import Path
 import numpy as np
 
 
+def _umask() -> int:
+    mask = os.umask(0)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
-    """Call `write(tmp_path)`, then rename tmp_path to `path` (atomic on POSIX)."""
+    """Call `write(tmp_path)`, then rename tmp_path to `path` (atomic on POSIX). The file gets the
+    permissions a plain open() would give it (mkstemp's are owner-only)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
