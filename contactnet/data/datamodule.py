@@ -40,10 +40,13 @@ from contactnet.data.objects import load_object_set
 from contactnet.data.seeds import derive_seed
 from contactnet.geometry.poses import compose_poses, matrix_to_quaternion, quaternion_to_matrix
 
+# The split names the code relies on, defined here only (a data config's `splits` keys name them;
+# any further split in a config is a test split, reported after these).
 FIT_SPLITS = ("train", "val")
+# Uniform poses on known / unknown objects (LOCC's two test sets): every training dataset has them.
+UNIFORM_TEST_SPLITS = ("test_known", "test_unknown")
 # Test splits in report order; any other split found on disk follows, by name.
-TEST_SPLIT_ORDER = ("test_known", "test_unknown", "boundary_known", "boundary_unknown", "nested_known",
-                    "nested_unknown")
+TEST_SPLIT_ORDER = (*UNIFORM_TEST_SPLITS, "boundary_known", "boundary_unknown", "nested_known", "nested_unknown")
 AUGMENTATIONS = ("so3", "cube", "none")
 CLOUDS = ("full", "single_view")
 
@@ -234,7 +237,7 @@ class PairDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
             return
-        missing = [s for s in (*FIT_SPLITS, "test_known", "test_unknown") if not (self.root / s / "manifest.json").exists()]
+        missing = [s for s in (*FIT_SPLITS, *UNIFORM_TEST_SPLITS) if not (self.root / s / "manifest.json").exists()]
         if missing:
             raise FileNotFoundError(f"root: {self.root} lacks the splits {missing}; generate them with "
                                     "`python -m contactnet.data.generate`")

@@ -32,7 +32,8 @@ takes them to the GPU kernels), and results come back on the library's device.
 - Signed distance, separated pairs: the exact minimum surface distance (> 0).
 - Signed distance, colliding pairs: −t, where t is the translation of B along the sample's
   direction (u, or the centre-to-centre direction for uniform pairs) that separates the pair,
-  found by bisection to `penetration_tol`. The true penetration depth is at most t, so the stored
+  found by bisection to `penetration_tol` (`contactnet.ops.penetration`, the estimate the planner's
+  exact signed distance uses too). The true penetration depth is at most t, so the stored
   value is a lower bound of the true signed distance (and exact for a pair that only touches).
 - Barrier: b(d², d̂²) = −(d² − d̂²)² ln(d²/d̂²) for 0 < d < d̂, 0 beyond, +inf when colliding.
 """
@@ -43,8 +44,9 @@ import torch
 
 from contactnet.geometry.boxes import boxes_overlap
 from contactnet.geometry.mesh import MeshLibrary
-from contactnet.geometry.poses import transform_points
+from contactnet.geometry.poses import transform_points, unit_quaternions
 from contactnet.ops import barrier, mesh_collide, mesh_distance
+from contactnet.ops.penetration import separating_translation
 
 __all__ = ["PLACEMENTS", "PairSpec", "label_pairs", "manipulate", "random_quaternions", "sample_pairs", "start_poses"]
 
@@ -84,8 +86,7 @@ class PairSpec:
 
 def random_quaternions(n: int, generator: torch.Generator, dtype=torch.float64) -> torch.Tensor:
     """(n, 4) rotations uniform on SO(3), as unit quaternions [qw, qx, qy, qz]."""
-    q = torch.randn(n, 4, generator=generator, dtype=dtype)
-    return q / q.norm(dim=1, keepdim=True)
+    return unit_quaternions(torch.randn(n, 4, generator=generator, dtype=dtype))
 
 
 def _radius(lib: MeshLibrary, ids: torch.Tensor) -> torch.Tensor:
@@ -250,27 +251,18 @@ def label_pairs(lib: MeshLibrary, ids_a: torch.Tensor, ids_b: torch.Tensor, pose
         signed[free] = mesh_distance(lib, ids_a[free], ids_b[free], poses_a[free], poses_b[free]).distance
     if bool(label.any()):
         bracket = None if gap is None else gap[label].abs() + 2 * spec.penetration_tol
-        signed[label] = -_separating_translation(lib, ids_a[label], ids_b[label], poses_a[label],
-                                                 poses_b[label], direction[label], spec.penetration_tol,
-                                                 bracket)
+        ia, ib, pa, pb = ids_a[label], ids_b[label], poses_a[label], poses_b[label]
+        signed[label] = -separating_translation(lib, ia, ib, pa, pb, direction[label],
+                                                _separating_reach(lib, ia, ib, pa, pb, bracket), spec.penetration_tol)
     d2 = signed.clamp_min(0) ** 2
     proximity = barrier(d2.contiguous(), spec.dhat).value
     return {"label": label, "signed_distance": signed, "barrier": proximity}
 
 
-def _separating_translation(lib, ids_a, ids_b, poses_a, poses_b, direction, tol, bracket=None) -> torch.Tensor:
-    """Smallest t (to `tol`) such that B translated by -t·u (away from A) no longer collides.
-    `bracket` (Q,): a known separating translation per query, NaN where unknown."""
+def _separating_reach(lib, ids_a, ids_b, poses_a, poses_b, bracket=None) -> torch.Tensor:
+    """A translation (Q,) that separates each pair whatever the direction: the bounding spheres'
+    radii plus the centres' distance, or `bracket` (Q,) where it is known and smaller (NaN where not)."""
     hi = _radius(lib, ids_a) + _radius(lib, ids_b) + (poses_a[:, :3] - poses_b[:, :3]).norm(dim=1)
     if bracket is not None:
         hi = torch.where(torch.isfinite(bracket), torch.minimum(bracket, hi), hi)
-    lo = torch.zeros_like(hi)
-    while bool(((hi - lo) > tol).any()):
-        mid = (lo + hi) / 2
-        moved = poses_b.clone()
-        moved[:, :3] -= mid[:, None] * direction
-        hit = mesh_collide(lib, ids_a, ids_b, poses_a, moved)
-        lo = torch.where(hit, mid, lo)
-        hi = torch.where(hit, hi, mid)
     return hi
-

@@ -12,6 +12,8 @@ from contactnet.geometry.poses import (
     pose_to_matrix,
     quaternion_to_matrix,
     transform_points,
+    unit_quaternion_poses,
+    unit_quaternions,
 )
 
 __all__ = [
@@ -30,4 +32,6 @@ __all__ = [
     "pose_to_matrix",
     "quaternion_to_matrix",
     "transform_points",
+    "unit_quaternion_poses",
+    "unit_quaternions",
 ]

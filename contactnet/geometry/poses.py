@@ -14,6 +14,8 @@ __all__ = [
     "quaternion_to_matrix",
     "matrix_to_quaternion",
     "transform_points",
+    "unit_quaternion_poses",
+    "unit_quaternions",
 ]
 
 
@@ -36,8 +38,19 @@ def check_poses(poses, name: str = "poses") -> None:
 def normalize_poses(poses: torch.Tensor, name: str = "poses") -> torch.Tensor:
     """Checked copy of `poses` with unit quaternions (the sign of q is kept)."""
     check_poses(poses, name)
-    q = poses[..., 3:]
-    return torch.cat([poses[..., :3], q / q.norm(dim=-1, keepdim=True)], dim=-1)
+    return unit_quaternion_poses(poses)
+
+
+def unit_quaternions(q: torch.Tensor) -> torch.Tensor:
+    """(..., 4) quaternions divided by their norm, unchecked and differentiable (a zero quaternion
+    gives NaN): for inputs already checked, drawn here, or on a path that must not synchronise."""
+    return q / q.norm(dim=-1, keepdim=True)
+
+
+def unit_quaternion_poses(poses: torch.Tensor) -> torch.Tensor:
+    """(..., 7) poses with unit quaternions (sign kept), unchecked: see `unit_quaternions`;
+    `normalize_poses` is the checked version for user input."""
+    return torch.cat([poses[..., :3], unit_quaternions(poses[..., 3:])], dim=-1)
 
 
 def identity_poses(*shape: int, dtype=torch.float32, device=None) -> torch.Tensor:
@@ -81,7 +94,7 @@ def matrix_to_quaternion(r: torch.Tensor) -> torch.Tensor:
     diag = torch.stack([t, m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]], -1)
     best = diag.argmax(-1)
     q = torch.gather(cands, -2, best[..., None, None].expand(*best.shape, 1, 4)).squeeze(-2)
-    q = q / q.norm(dim=-1, keepdim=True)
+    q = unit_quaternions(q)
     return torch.where(q[..., :1] < 0, -q, q)
 
 

@@ -4,9 +4,11 @@ Value:
 - separated pairs: the exact minimum surface distance (`mesh_distance`), > 0;
 - colliding pairs (`mesh_collide`: surfaces intersect or one contains the other): -t, where t is
   the translation of B along the centre line (from A's frame origin to B's, i.e. B moved away from
-  A) that separates the pair, found by bisection to `tol` — the estimate `contactnet.data.pairs`
-  stores — bracketed by the oriented bounding boxes' supports along that line. The true penetration depth is at most t, so the value is a lower bound of the true
-  signed distance (exact for touching pairs), continuous at the contact boundary.
+  A) that separates the pair, found by bisection to `tol` (`contactnet.ops.penetration`, the
+  estimate the stored labels of `contactnet.data.pairs` use too) bracketed by the oriented bounding
+  boxes' supports along that line. The true penetration depth is at most t, so the value is a
+  lower bound of the true signed distance (exact for touching pairs), continuous at the contact
+  boundary.
 
 Gradient with respect to both poses, through the closest points (the envelope theorem: the
 minimum distance moves with its witness points held fixed on the bodies). With witness points
@@ -23,35 +25,17 @@ from __future__ import annotations
 import torch
 
 from contactnet.geometry.mesh import MeshLibrary
-from contactnet.geometry.poses import quaternion_to_matrix, transform_points
+from contactnet.geometry.poses import quaternion_to_matrix, transform_points, unit_quaternion_poses
 from contactnet.ops import mesh_collide, mesh_distance
+from contactnet.ops.penetration import separating_translation
 
-__all__ = ["exact_signed_distance", "separating_translation"]
-
-
-def _unit_poses(p: torch.Tensor) -> torch.Tensor:
-    q = p[..., 3:]
-    return torch.cat([p[..., :3], q / q.norm(dim=-1, keepdim=True)], -1)
+__all__ = ["exact_signed_distance"]
 
 
 def _to_body(poses: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
     """World points (Q, 3) into the frames of poses (Q, 7): R^T (p - t)."""
     r = quaternion_to_matrix(poses[:, 3:])
     return torch.einsum("qji,qj->qi", r, points - poses[:, :3])
-
-
-def separating_translation(lib: MeshLibrary, ids_a, ids_b, poses_a, poses_b, direction, reach, tol: float):
-    """Smallest t (to `tol`) such that B moved by -t * direction no longer collides with A.
-    reach (Q,): a translation known to separate them (bounding spheres apart)."""
-    lo, hi = torch.zeros_like(reach), reach.clone()
-    moved = poses_b.clone()
-    while bool(((hi - lo) > tol).any()):
-        mid = (lo + hi) / 2
-        moved[:, :3] = poses_b[:, :3] - mid[:, None] * direction
-        hit = mesh_collide(lib, ids_a, ids_b, poses_a, moved)
-        lo = torch.where(hit, mid, lo)
-        hi = torch.where(hit, hi, mid)
-    return hi
 
 
 def _support(aabb: torch.Tensor, poses: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
@@ -71,7 +55,7 @@ def exact_signed_distance(lib: MeshLibrary, aabb: torch.Tensor, ids_a: torch.Ten
     in lib's dtype (quaternions normalised here, differentiably); tol: bisection tolerance of the
     penetration estimate (metres); upper_bound: distances are only resolved below it.
     """
-    pa, pb = _unit_poses(poses_a), _unit_poses(poses_b)
+    pa, pb = unit_quaternion_poses(poses_a), unit_quaternion_poses(poses_b)
     pa_d, pb_d = pa.detach().contiguous(), pb.detach().contiguous()
     colliding = mesh_collide(lib, ids_a, ids_b, pa_d, pb_d)
     signed = torch.zeros(ids_a.shape[0], dtype=pa.dtype, device=pa.device)

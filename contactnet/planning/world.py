@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from contactnet.geometry.mesh import Mesh, MeshLibrary
-from contactnet.geometry.poses import check_poses
+from contactnet.geometry.poses import normalize_poses
 from contactnet.geometry.sampling import sample_surface_even
 
 __all__ = ["CollisionWorld"]
@@ -189,11 +189,10 @@ class CollisionWorld:
         poses = torch.as_tensor(poses, dtype=self.dtype, device=self.device)
         if poses.shape != (len(slots), 7):
             raise ValueError(f"poses: expected shape ({len(slots)}, 7), got {tuple(poses.shape)}")
-        check_poses(poses, "poses")
+        poses = normalize_poses(poses, "poses")
         env = torch.tensor([e for e, _ in slots], device=self.device)
         slot = torch.tensor([k for _, k in slots], device=self.device)
-        q = poses[:, 3:]
-        self.obstacle_pose[env, slot] = torch.cat([poses[:, :3], q / q.norm(dim=1, keepdim=True)], 1)
+        self.obstacle_pose[env, slot] = poses
 
     def _pose(self, pose) -> torch.Tensor:
         if pose is None:
@@ -201,8 +200,7 @@ class CollisionWorld:
         pose = torch.as_tensor(pose, dtype=self.dtype, device=self.device)
         if pose.shape != (7,):
             raise ValueError(f"pose: expected shape (7,) [x, y, z, qw, qx, qy, qz], got {tuple(pose.shape)}")
-        check_poses(pose, "pose")
-        return torch.cat([pose[:3], pose[3:] / pose[3:].norm()])
+        return normalize_poses(pose, "pose")
 
     def set_enabled(self, name: str, enabled: bool = True) -> None:
         env, slot = self._slot(name)

@@ -33,7 +33,7 @@ from typing import NamedTuple
 import torch
 
 from contactnet.geometry.mesh import MeshLibrary
-from contactnet.geometry.poses import normalize_poses
+from contactnet.geometry.poses import normalize_poses, unit_quaternion_poses
 from contactnet.ops import ipc
 from contactnet.ops.mesh_query import mesh_collide, mesh_distance
 from contactnet.sim.affine import (
@@ -259,7 +259,7 @@ class Stepper:
         for fn, envs, bodies in self._trajectories:
             poses = torch.as_tensor(fn(t[envs]), dtype=self.dtype, device=self.device).expand(envs.shape[0], 7)
             if self._uniform:  # unchecked (a check syncs); a bad script shows up in validate()
-                poses = torch.cat([poses[:, :3], poses[:, 3:] / poses[:, 3:].norm(dim=-1, keepdim=True)], 1)
+                poses = unit_quaternion_poses(poses)
             else:
                 poses = normalize_poses(poses, "trajectory(t)")
             q[envs, bodies] = pose_to_q(poses)

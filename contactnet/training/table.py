@@ -8,14 +8,17 @@ from pathlib import Path
 import yaml
 from hydra.experimental.callback import Callback
 
+from contactnet.data.datamodule import UNIFORM_TEST_SPLITS
+
 
 def collect(sweep_dir: Path) -> list[dict]:
+    known, unknown = UNIFORM_TEST_SPLITS
     rows = []
     for job in sorted(p for p in sweep_dir.iterdir() if (p / "metrics.json").exists()):
         overrides = dict(o.split("=", 1) for o in yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()))
         metrics = json.loads((job / "metrics.json").read_text())["metrics"]
         rows.append({"model": overrides.get("model", "locc"), "train_objects": int(overrides.get("train_objects", 0)),
-                     "known_acc": metrics.get("test_known/acc"), "unknown_acc": metrics.get("test_unknown/acc")})
+                     "known_acc": metrics.get(f"{known}/acc"), "unknown_acc": metrics.get(f"{unknown}/acc")})
     return rows
 
 

@@ -15,6 +15,8 @@ from contactnet.geometry import (
     pose_to_matrix,
     quaternion_to_matrix,
     transform_points,
+    unit_quaternion_poses,
+    unit_quaternions,
 )
 from contactnet.ops.reference.mesh_cases import random_poses
 
@@ -64,3 +66,16 @@ def test_identity_and_normalise():
         normalize_poses(torch.zeros(1, 6))
     with pytest.raises(TypeError):
         normalize_poses(torch.zeros(1, 7, dtype=torch.int64))
+
+
+def test_unchecked_unit_quaternions_keep_sign_position_and_gradient():
+    raw = torch.tensor([[1.0, 2, 3, -2, 0, 0, 0], [0, 0, 0, 1, 1, 1, 1]], dtype=torch.float64, requires_grad=True)
+    unit = unit_quaternion_poses(raw)
+    torch.testing.assert_close(unit[:, :3], raw[:, :3])
+    torch.testing.assert_close(unit[:, 3:], torch.tensor([[-1.0, 0, 0, 0], [0.5, 0.5, 0.5, 0.5]], dtype=torch.float64))
+    assert torch.equal(unit_quaternions(raw[:, 3:]), unit[:, 3:])
+    assert torch.equal(normalize_poses(raw), unit)  # the checked version adds only the checks
+    # differentiable: scaling a quaternion does not change its unit quaternion
+    (grad,) = torch.autograd.grad((unit[:, 3:] * torch.randn(2, 4, dtype=torch.float64)).sum(), raw)
+    torch.testing.assert_close((grad[:, 3:] * raw[:, 3:]).sum(1), torch.zeros(2, dtype=torch.float64))
+    assert bool(torch.isnan(unit_quaternions(torch.zeros(1, 4))).all())  # unchecked: zero gives NaN

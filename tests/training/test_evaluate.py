@@ -4,12 +4,13 @@ object, and the certified hybrid with its threshold chosen on the validation spl
 import torch
 from hydra import compose, initialize_config_dir
 
+from contactnet.data.datamodule import TEST_SPLIT_ORDER
 from contactnet.models.checkpoint import build_net
 from contactnet.planning.hybrid import choose_tau
 from contactnet.training.evaluate import evaluate, predict_split
 from tests.training.conftest import CONF
 
-SPLITS = {"test_known", "test_unknown", "boundary_known", "boundary_unknown", "nested_known", "nested_unknown"}
+SPLITS = set(TEST_SPLIT_ORDER)  # procedural_tiny has every named test split
 
 NET = {"_target_": "contactnet.models.LOCC", "head_hidden": 16,
        "encoder": {"_target_": "contactnet.models.ShapeEncoder", "grid": 2, "hidden": 16, "features": 8, "channels": 8}}
