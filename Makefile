@@ -20,7 +20,8 @@ CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name 
 setup: $(DEPS_STAMP)
 
 $(DEPS_STAMP): pyproject.toml requirements.lock
-	@# open3d needs libusb at import time; the machines run as root with Debian's apt.
+	@# open3d (the pointcloud extra, pulled in by the test extra below) needs libusb at import time;
+	@# the machines run as root with Debian's apt. A plain `pip install contactnet` needs neither.
 	@if ! ldconfig -p | grep -q 'libusb-1.0.so.0'; then \
 		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 			echo "installing libusb-1.0-0 (needed by open3d)"; \

@@ -87,7 +87,7 @@ def test_missing_extension_error_says_how_to_build(tmp_path):
 
 
 def test_set_up_makes_the_chosen_stack_importable():
-    """`make` set-up must leave every dependency importable, open3d included (it needs the
-    system libusb, which the set-up installs)."""
-    code = "import open3d, wandb, lightning, hydra, trimesh, warp, fcl, ipctk, klampt"
+    """`make` set-up (the test extra, which pulls in the pointcloud and wandb extras) must leave every
+    dependency importable, open3d included (it needs the system libusb, which the set-up installs)."""
+    code = "import open3d, wandb, lightning, hydra, torchmetrics, trimesh, warp, fcl, coal, ipctk, klampt, mujoco"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -65,6 +65,17 @@ class ViewSpec:
                              f"{self.normal_radius_px}, {self.normal_max_nn}")
 
 
+def _open3d():
+    """open3d (ray casting, normal estimation, farthest-point thinning), imported where it is used:
+    it is the `pointcloud` extra, which only partial clouds need."""
+    try:
+        import open3d
+    except (ImportError, OSError) as e:  # OSError: its shared libraries (libusb) are missing
+        raise ImportError("partial point clouds need open3d: pip install 'contactnet[pointcloud]' (on Debian "
+                          f"also the system package libusb-1.0-0); importing it failed with: {e}") from e
+    return open3d
+
+
 def _bounding_sphere(vertices: np.ndarray) -> tuple[np.ndarray, float]:
     lo, hi = vertices.min(0), vertices.max(0)
     return (lo + hi) / 2, float(np.linalg.norm(hi - lo)) / 2
@@ -127,7 +138,7 @@ def render_depth(vertices: np.ndarray, faces: np.ndarray, intrinsics, camera_pos
 
     vertices (V, 3), faces (F, 3) in the frame of `camera_pose` (see the module docstring).
     """
-    import open3d as o3d
+    o3d = _open3d()
 
     k, pose = _check_intrinsics(intrinsics), _camera_matrix(camera_pose)
     scene = o3d.t.geometry.RaycastingScene()
@@ -157,7 +168,7 @@ def points_from_depth(depth: np.ndarray, intrinsics, camera_pose) -> np.ndarray:
 def estimate_normals(points: np.ndarray, camera_position, radius: float, max_nn: int = 30) -> np.ndarray:
     """(N, 3) unit normals of a point cloud from its neighbours within `radius` metres (at most
     `max_nn`), oriented towards `camera_position` (a visible surface faces its camera)."""
-    import open3d as o3d
+    o3d = _open3d()
 
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, dtype=np.float64)))
     cloud.estimate_normals(o3d.geometry.KDTreeSearchParamHybrid(radius=radius, max_nn=max_nn))
@@ -212,7 +223,7 @@ def _view(vertices, faces, eye, spec: ViewSpec, rng: np.random.Generator) -> tup
 def _resample(points: np.ndarray, normals: np.ndarray, count: int, rng: np.random.Generator):
     """Exactly `count` points: farthest-point thinning (the even spread of the full clouds) when
     there are more, every point once plus random repeats when there are fewer."""
-    import open3d as o3d
+    o3d = _open3d()
 
     n = len(points)
     if n >= count:

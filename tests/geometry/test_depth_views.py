@@ -2,6 +2,8 @@
 and matching the surface, the noise model, exactly K points, determinism, the depth-image camera
 convention and its round trip, clear errors."""
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -167,3 +169,10 @@ def test_clear_errors():
         points_from_depth(np.ones((4, 4)), np.eye(3), np.eye(3))
     with pytest.raises(ValueError, match="depth: expected"):
         points_from_depth(np.ones(4), np.eye(3), np.eye(4))
+
+
+def test_missing_open3d_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "open3d", None)  # as if not installed
+    vertices, faces = _cube()
+    with pytest.raises(ImportError, match=r"contactnet\[pointcloud\]"):
+        render_depth(vertices, faces, pinhole_intrinsics(8, 8, 8.0), np.eye(4), 8, 8)
