@@ -3,7 +3,7 @@
 Every family builds a watertight solid with real concavities (cavities, holes, re-entrant corners)
 from manifold3d primitives and booleans, then `make_object` refines it to a few hundred to a few
 thousand triangles, scales it so its largest AABB side is 5–25 cm, and centres it on its AABB
-centre (the object frame of DESIGN.md). Families are the unit of the known/unknown split.
+centre (the object frame of docs/design.md). Families are the unit of the known/unknown split.
 
     make_object("mug", seed=3) -> (vertices (V, 3) float64, faces (F, 3) int64), metres
 """
