@@ -86,7 +86,8 @@ def cuda_status() -> tuple[bool, str]:
     import torch
 
     nvcc = shutil.which("nvcc") or (Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc")
-    facts = f"torch {torch.__version__}, torch CUDA {torch.version.cuda}, nvcc {'found' if Path(nvcc).exists() else 'not found'}"
+    found = "found" if Path(nvcc).exists() else "not found"
+    facts = f"torch {torch.__version__}, torch CUDA {torch.version.cuda}, nvcc {found}"
     if torch.version.cuda is None or not torch.cuda.is_available():
         return False, f"torch sees no CUDA device ({facts})"
     if not Path(nvcc).exists():
@@ -136,7 +137,8 @@ def _env(extra: dict) -> dict:
 
 def closing_line(output: str) -> str | None:
     """pytest's closing line, e.g. '12 passed, 3 skipped in 4.1s'."""
-    lines = [line.strip("= ") for line in output.splitlines() if re.search(r"\b(passed|failed|skipped|error|no tests ran)\b", line)]
+    closing = re.compile(r"\b(passed|failed|skipped|error|no tests ran)\b")
+    lines = [line.strip("= ") for line in output.splitlines() if closing.search(line)]
     return lines[-1] if lines else None
 
 
