@@ -165,7 +165,8 @@ def _finish_split(root: Path, spec: DatasetSpec, object_table: dict) -> dict | N
     stored = load_manifest(root) if (root / "manifest.json").exists() else None
     current = json.loads(json.dumps(asdict(spec)))
     if stored is None or stored["spec"] != current or stored["objects"] != object_table:
-        stored = write_manifest(root, spec, object_table)
+        write_manifest(root, spec, object_table)
+        stored = load_manifest(root)  # as a later job reads it (lists, not tuples)
     stats = stored["stats"]
     print(f"{root.name}: {stats['samples']} samples, positive rate {stats['positive_rate']:.3f}")
     return stored

@@ -150,3 +150,15 @@ def test_one_job_per_shard_through_the_joblib_launcher(tmp_path):
         stats = load_manifest(tmp_path / "sweep" / split)["stats"]
         assert stats == load_manifest(tmp_path / "one" / split)["stats"]
     assert _leftovers(tmp_path / "sweep") == []
+
+
+def test_a_complete_split_keeps_its_manifest_until_its_spec_changes(tmp_path):
+    """The jobs of a sweep each look at every split: one that finds a split complete with its
+    manifest in place leaves the file alone; a grown split gets a new one."""
+    run(_cfg(tmp_path, "split=val"))
+    manifest = tmp_path / "val" / "manifest.json"
+    written = manifest.stat().st_mtime_ns
+    assert run(_cfg(tmp_path, "split=val"))["val"] == load_manifest(tmp_path / "val")
+    assert manifest.stat().st_mtime_ns == written
+    grown = run(_cfg(tmp_path, "split=val", "data.splits.val.num_shards=2"))["val"]
+    assert grown["stats"]["shard_counts"] == [32, 32] and load_manifest(tmp_path / "val") == grown
