@@ -15,7 +15,7 @@ DEPS_STAMP := $(VENV)/.deps-installed
 EXT_STAMP := $(VENV)/.extension-built
 CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh')
 
-.PHONY: setup build test train bench clean
+.PHONY: setup build test train bench gpu-check clean
 
 setup: $(DEPS_STAMP)
 
@@ -54,6 +54,14 @@ train: build
 bench: build
 	@for b in triangle_distance mesh_contacts ipc_barrier data_generation inference planning stepper; do \
 		echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py; done
+
+# On a CUDA machine: build the extension with its CUDA kernels, run the CUDA and CPU-vs-CUDA tests and
+# every benchmark's GPU rows; writes outputs/gpu_check/gpu_check.{json,log}. Installs nothing (a lent
+# GPU machine has torch, nvcc and pytest, no network), so it uses .venv's python when there is one,
+# else $(PYTHON). Without CUDA it says so and exits 0. GPU_CHECK_ARGS=--dry-run prints the steps.
+GPU_PY := $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+gpu-check:
+	$(GPU_PY) -m benchmarks.gpu_check $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf build $(VENV) contactnet/*.so *.egg-info

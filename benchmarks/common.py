@@ -1,5 +1,6 @@
 """Shared benchmark plumbing: best-of-k timing, a printed table, and a JSON record."""
 
+import argparse
 import json
 import os
 import platform
@@ -28,6 +29,20 @@ def wall_time(fn: Callable[[], object]) -> float:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     return time.perf_counter() - start
+
+
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    """`--device cuda`: only the benchmark's CUDA rows (no CPU rows, no peers), as `make gpu-check`
+    runs them; `all` (the default): every row, the CUDA ones too when torch sees a GPU."""
+    parser.add_argument("--device", choices=("all", "cuda"), default="all",
+                        help="cuda: only the CUDA rows, no CPU rows or peers (default: all rows)")
+
+
+def cuda_only(args: argparse.Namespace) -> bool:
+    """Whether `args.device` asks for the CUDA rows alone; a clear exit if no GPU is there."""
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device here")
+    return args.device == "cuda"
 
 
 def machine_info() -> dict:

@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import print_table, write_json  # noqa: E402
+from benchmarks.common import add_device_option, cuda_only, print_table, write_json  # noqa: E402
 from contactnet.data.pairs import PairSpec, label_pairs, manipulate, start_poses  # noqa: E402
 from contactnet.ops import mesh_collide  # noqa: E402
 from contactnet.data.procedural import FAMILIES, make_object  # noqa: E402
@@ -70,11 +70,12 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2000)
     parser.add_argument("--quick", action="store_true", help="300 pairs")
     parser.add_argument("--out", default=None)
+    add_device_option(parser)
     args = parser.parse_args()
+    gpu_only = cuda_only(args)
     n = 300 if args.quick else args.pairs
     objects = objects_in_range()
     lib = MeshLibrary([Mesh(v, f, name=name) for name, v, f in objects], dtype=torch.float64)
-    labeller = FclLabeller([v for _, v, _ in objects], [f for _, _, f in objects])
     g = torch.Generator().manual_seed(0)
     ids_a = torch.randint(len(lib), (n,), generator=g)
     ids_b = torch.randint(len(lib), (n,), generator=g)
@@ -84,7 +85,7 @@ def main() -> None:
     start_a, start_b, gaps = start_poses(lib, ids_a, ids_b, spec, torch.Generator().manual_seed(1))
 
     rows = []
-    for threads in (1, all_threads):
+    for threads in () if gpu_only else (1, all_threads):
         torch.set_num_threads(threads)
         t0 = time.perf_counter()
         poses_b, u, s = manipulate(lib, ids_a, ids_b, start_a, start_b, gaps)
@@ -103,6 +104,11 @@ def main() -> None:
         rows.append({"stage": "pipeline", "labeller": "contactnet cuda", "threads": "gpu", "pairs": n,
                      "pairs_per_s": n / (time.perf_counter() - t0),
                      "positive_rate": float(gpu_labels["label"].float().mean())})
+    if gpu_only:
+        print_table(rows, ["stage", "labeller", "threads", "pairs", "pairs_per_s", "positive_rate"])
+        write_json("data_generation", {"rows": rows}, args.out)
+        return
+    labeller = FclLabeller([v for _, v, _ in objects], [f for _, _, f in objects])
     m = min(n, 300)
     t0 = time.perf_counter()
     fcl_pipeline, _ = with_fcl(labeller, ids_a[:m], ids_b[:m], start_a[:m], start_b[:m], gaps[:m].numpy())

@@ -18,7 +18,7 @@ once. "1thread" = torch.set_num_threads(1) and ipctk.set_num_threads(1) (ipctk's
 limit); "all" = every core for both. Agreement: relative difference of the energy, the gradient
 (‖g − g_ipctk‖ / ‖g_ipctk‖), the Hessian (Frobenius) and the CCD step.
 
-    python benchmarks/ipc_barrier.py [--quick] [--out FILE]
+    python benchmarks/ipc_barrier.py [--quick] [--device all|cuda] [--out FILE]
 """
 
 import argparse
@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import print_table, wall_time, write_json  # noqa: E402
+from benchmarks.common import add_device_option, cuda_only, print_table, wall_time, write_json  # noqa: E402
 from contactnet.ops import ipc  # noqa: E402
 from contactnet.ops.reference.ipc import stacked_sheets  # noqa: E402
 
@@ -79,6 +79,35 @@ def rel(a, b) -> float:
 def scipy_from_torch(m: torch.Tensor):
     idx = m.indices().numpy()
     return scipy.sparse.csr_matrix((m.values().numpy(), (idx[0], idx[1])), shape=tuple(m.shape))
+
+
+def cuda_tasks(V, V1, F, E, cand, dhat: float, kappa: float) -> dict[str, Callable[[], object]]:
+    """Each task of the table on the GPU (inputs copied there once)."""
+    Vg, V1g, Fg, Eg = V.cuda(), V1.cuda(), F.cuda(), E.cuda()
+    cg = ipc.Candidates(cand.face_vertex.cuda(), cand.edge_edge.cuda())
+    return {
+        "potential": lambda: (ipc.barrier_potential(Vg, Fg, Eg, cg, dhat, kappa),
+                              ipc.barrier_potential_gradient(Vg, Fg, Eg, cg, dhat, kappa),
+                              ipc.barrier_potential_hessian(Vg, Fg, Eg, cg, dhat, kappa).matrix),
+        "broad": lambda: ipc.collision_candidates(Vg, Fg, Eg, dhat),
+        "ccd_step": lambda: ipc.collision_free_step(Vg, V1g, Fg, Eg, MIN_DISTANCE),
+    }
+
+
+def bench_size_cuda(n: int, repeats: int) -> list[dict]:
+    """The CUDA rows alone (`--device cuda`): no ipctk, no CPU timings."""
+    V, F, E, body, dhat = stacked_sheets(n, seed=0)
+    V1 = ccd_motion(V, body, n)
+    cand = ipc.collision_candidates(V, F, E, dhat)
+    counts = {"potential": (cand.count, "cand/s"), "broad": (cand.count, "s"),
+              "ccd_step": (ipc.swept_candidates(V, V1, F, E, MIN_DISTANCE).count, "queries/s")}
+    rows = []
+    for task, fn in cuda_tasks(V, V1, F, E, cand, dhat, 1.0).items():
+        count, unit = counts[task]
+        seconds = interleaved_best({"cuda": fn}, max(repeats, 5), 1)["cuda"]
+        rows.append({"triangles": F.shape[0], "vertices": V.shape[0], "task": task, "count": count, "unit": unit,
+                     "ours_cuda_s": seconds, "ours_cuda": seconds if unit == "s" else count / seconds})
+    return rows
 
 
 def bench_size(n: int, repeats: int, warmup: int, all_threads: int, breakdown: bool) -> list[dict]:
@@ -131,13 +160,7 @@ def bench_size(n: int, repeats: int, warmup: int, all_threads: int, breakdown: b
             row[f"ours_{label}_s"], row[f"ipctk_{label}_s"] = t["ours"], t["ipctk"]
         set_threads(all_threads)
         if torch.cuda.is_available():
-            Vg, V1g, Fg, Eg = V.cuda(), V1.cuda(), F.cuda(), E.cuda()
-            cg = ipc.Candidates(cand.face_vertex.cuda(), cand.edge_edge.cuda())
-            on_gpu = {
-                "potential": lambda: ours_potential(Vg, cg, Fg, Eg),
-                "broad": lambda: ipc.collision_candidates(Vg, Fg, Eg, dhat),
-                "ccd_step": lambda: ipc.collision_free_step(Vg, V1g, Fg, Eg, MIN_DISTANCE),
-            }[task]
+            on_gpu = cuda_tasks(V, V1, F, E, cand, dhat, kappa)[task]
             row["ours_cuda_s"] = interleaved_best({"cuda": on_gpu}, max(repeats, 5), 1)["cuda"]
         for key in ("ours_1thread", "ours_all", "ipctk_1thread", "ipctk_all", "ours_cuda"):
             if f"{key}_s" in row:
@@ -194,11 +217,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1k and 10k triangles only, fewer repeats")
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/)")
+    add_device_option(parser)
     args = parser.parse_args()
+    sizes = QUICK_SIZES if args.quick else SIZES
+    if cuda_only(args):
+        rows = [row for n in sizes for row in bench_size_cuda(n, 2 if args.quick else 5)]
+        print("IPC barrier kernels on CUDA, float64 (rates count our candidates / CCD pairs)")
+        print_table(rows, ["triangles", "task", "count", "unit", "ours_cuda"])
+        print(f"wrote {write_json('ipc_barrier', {'dtype': 'float64', 'rows': rows}, args.out)}")
+        return
     import ipctk
 
     all_threads = torch.get_num_threads()
-    sizes = QUICK_SIZES if args.quick else SIZES
     rows = []
     start = time.perf_counter()
     for n in sizes:

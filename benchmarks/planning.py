@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import best_time, print_table, write_json  # noqa: E402
+from benchmarks.common import add_device_option, best_time, cuda_only, print_table, write_json  # noqa: E402
 from contactnet.data.pairs import PairSpec, sample_pairs  # noqa: E402
 from contactnet.data.procedural import FAMILIES, make_object  # noqa: E402
 from contactnet.geometry import Mesh, MeshLibrary  # noqa: E402
@@ -117,7 +117,9 @@ def main() -> None:
     parser.add_argument("--exact-max", type=int, default=4096, help="exact queries timed per size (subsample)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--out", default=None)
+    add_device_option(parser)
     args = parser.parse_args()
+    gpu_only = cuda_only(args)  # the python-fcl loop is a CPU peer: left out
     if args.threads:
         torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -148,7 +150,7 @@ def main() -> None:
     reps = (max(sizes) + base - 1) // base
     ids_a, ids_b = ids_a.repeat(reps).to(device), ids_b.repeat(reps).to(device)
     pa, pb = pa.float().repeat(reps, 1).to(device), pb.float().repeat(reps, 1).to(device)
-    models = fcl_models(world)
+    models = None if gpu_only else fcl_models(world)
 
     def timed(fn, n, slow=False):
         return best_time(fn, repeats=1 if n >= 100_000 or (slow and n >= 1024) else 3, warmup=1)
@@ -173,6 +175,8 @@ def main() -> None:
             rows.append({"backend": name, "queries": n, "timed": m, "latency_ms": 1e3 * seconds * n / m,
                          "qps": m / seconds, "us_per_query": 1e6 * seconds / m, "grad_timed": k,
                          "grad_latency_ms": 1e3 * grad_seconds * n / k, "grad_qps": k / grad_seconds})
+        if gpu_only:
+            continue
         m = min(n, FCL_MAX)
         seconds = timed(lambda: fcl_loop(models, ids_a[:m].cpu(), ids_b[:m].cpu(), pa[:m].cpu(), pb[:m].cpu()), m, True)
         rows.append({"backend": "python-fcl loop", "queries": n, "timed": m, "latency_ms": 1e3 * seconds * n / m,

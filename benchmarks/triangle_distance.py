@@ -4,7 +4,7 @@ same random pairs in one run, on two distributions:
   overlapping: both triangles drawn around one point (≈20% intersect, most need every feature test);
   scattered:   10 cm triangles placed uniformly in a 1 m box (mostly apart, as in BVH leaf tests).
 
-    python benchmarks/triangle_distance.py [--pairs 1000000] [--quick] [--out FILE]
+    python benchmarks/triangle_distance.py [--pairs 1000000] [--quick] [--device all|cuda] [--out FILE]
 """
 
 import argparse
@@ -18,7 +18,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import contactnet.ops as ops  # noqa: E402
-from benchmarks.common import best_time, print_table, write_json  # noqa: E402
+from benchmarks.common import add_device_option, best_time, cuda_only, print_table, write_json  # noqa: E402
 from contactnet.ops.reference.primitive_distance import triangle_distance_ref  # noqa: E402
 from tests.ops.primitive_cases import random_triangle_pairs  # noqa: E402
 
@@ -57,7 +57,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=1_000_000)
     parser.add_argument("--quick", action="store_true", help="100k pairs, fewer repeats")
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/)")
+    add_device_option(parser)
     args = parser.parse_args()
+    gpu_only = cuda_only(args)
     n = 100_000 if args.quick else args.pairs
     n_ref = min(n, 200_000)  # the reference's temporaries need ~2 KB per pair
     n_fcl = min(n, 20_000)  # one Python call per pair
@@ -71,15 +73,18 @@ def main() -> None:
             a = a + torch.rand(n, 1, 3, generator=g, dtype=dtype)
             b = b + torch.rand(n, 1, 3, generator=g, dtype=dtype)
         row = {"distribution": distribution, "dtype": str(dtype).removeprefix("torch."), "pairs": n}
+        if torch.cuda.is_available():
+            ag, bg = a.cuda(), b.cuda()
+            row["op_cuda"] = n / best_time(lambda: ops.triangle_distance(ag, bg), repeats=10)
+        if gpu_only:
+            rows.append(row)
+            continue
         torch.set_num_threads(1)
         row["op_1thread"] = n / best_time(lambda: ops.triangle_distance(a, b))
         row["ref_1thread"] = n_ref / best_time(lambda: triangle_distance_ref(a[:n_ref], b[:n_ref]), repeats=2)
         torch.set_num_threads(all_threads)
         row["op_all_threads"] = n / best_time(lambda: ops.triangle_distance(a, b))
         row["ref_all_threads"] = n_ref / best_time(lambda: triangle_distance_ref(a[:n_ref], b[:n_ref]), repeats=2)
-        if torch.cuda.is_available():
-            ag, bg = a.cuda(), b.cuda()
-            row["op_cuda"] = n / best_time(lambda: ops.triangle_distance(ag, bg), repeats=10)
         if dtype == torch.float64 and distribution == "overlapping":
             torch.set_num_threads(1)
             row["fcl_1thread"], row["max_abs_diff_vs_fcl"] = fcl_pairs_per_second(a[:n_fcl], b[:n_fcl])

@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from contactnet.data.dataset import load_manifest, read_shard
 from contactnet.data.objects import load_object_set
-from contactnet.data.seeds import derive_seed
+from contactnet.data.seeds import derive_rng, derive_seed
 from contactnet.geometry.poses import compose_poses, matrix_to_quaternion, quaternion_to_matrix
 
 # The split names the code relies on, defined here only (a data config's `splits` keys name them;
@@ -129,20 +129,25 @@ class PairGroups(Dataset):
             views = [derive_seed(0, s * self.groups_per_shard + g, side) % self.views.views_per_object
                      for side in (0, 1)]
         if self.partial_prob > 0:  # its own stream: the rotations drawn do not depend on partial_prob
-            generator = torch.Generator().manual_seed(derive_seed(self.seed, "partial", epoch, index))
+            rng = self.item_rng("partial", index, epoch)
             for side in (0, 1):
-                if torch.rand((), generator=generator) < self.partial_prob:
-                    views[side] = int(torch.randint(self.views.views_per_object, (), generator=generator))
+                if rng.random() < self.partial_prob:
+                    views[side] = int(rng.integers(self.views.views_per_object))
         return views
 
-    def _augment(self, obj: int, poses: torch.Tensor, generator: torch.Generator, view: int | None = None):
-        """Rotate object `obj` (its full cloud or cached `view`) by a random R, re-centre it on its
-        mesh's new AABB, and compose the inverse into `poses`."""
+    def item_rng(self, stream: str, index: int, epoch: int) -> np.random.Generator:
+        """The draws of item `index` in `epoch` for `stream` ("rotation" or "partial"): keyed by
+        (seed, stream, epoch, index) in full, so no two (epoch, index) pairs share their draws."""
+        return derive_rng(self.seed, stream, epoch, index)
+
+    def _augment(self, obj: int, poses: torch.Tensor, rng: np.random.Generator, view: int | None = None):
+        """Rotate object `obj` (its full cloud or cached `view`) by a random R drawn from `rng`,
+        re-centre it on its mesh's new AABB, and compose the inverse into `poses`."""
         if self.rotations is None:
-            q = torch.randn(4, generator=generator)
+            q = torch.from_numpy(rng.standard_normal(4)).float()
             q = q / q.norm()
         else:
-            q = self.rotations[torch.randint(len(self.rotations), (), generator=generator)]
+            q = self.rotations[int(rng.integers(len(self.rotations)))]
         R = quaternion_to_matrix(q)
         vertices = self.vertices[obj] @ R.T
         centre = (vertices.min(0).values + vertices.max(0).values) / 2
@@ -167,9 +172,9 @@ class PairGroups(Dataset):
         poses_b = torch.from_numpy(np.array(shard["poses_b"][rows]))
         view_a, view_b = self._views(index, epoch)
         if self.augment:
-            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 7919 + index)
-            pa, na, aabb_a, poses_a = self._augment(ids_a, poses_a, generator, view_a)
-            pb, nb, aabb_b, poses_b = self._augment(ids_b, poses_b, generator, view_b)
+            rng = self.item_rng("rotation", index, epoch)
+            pa, na, aabb_a, poses_a = self._augment(ids_a, poses_a, rng, view_a)
+            pb, nb, aabb_b, poses_b = self._augment(ids_b, poses_b, rng, view_b)
         else:
             (pa, na, aabb_a), (pb, nb, aabb_b) = self._shape(ids_a, view_a), self._shape(ids_b, view_b)
         return {

@@ -6,10 +6,11 @@ A dataset folder holds a manifest and shards:
 
 Shard i is a pure function of (config, i): its object pairs and poses come from a CPU generator
 seeded with (seed, i), whatever the device, so shards can be made by separate processes or
-machines (`shard=i num_shards=N`) and merged by writing the manifest once all are present. The
+machines (`shard=i`) and merged by writing the manifest once all are present. The
 labelling kernels run on the library's device (CPU or CUDA, the same header math); the two agree
 but for rounding at exact touching. A shard is written to a temporary folder
-and renamed into place, so an interrupted run resumes by skipping finished shards.
+and renamed into place, so an interrupted run resumes by skipping finished shards, and two jobs
+that make the same shard at once keep whichever finished first.
 
 Fields (Q samples per shard, grouped by object pair: `poses_per_pair` consecutive rows share one):
     ids_a, ids_b (Q,) int64; poses_a, poses_b (Q, 7) float32; label (Q,) bool;
@@ -104,14 +105,21 @@ def make_shard(lib: MeshLibrary, spec: DatasetSpec, index: int) -> dict[str, np.
 
 
 def write_shard(root: Path, index: int, arrays: dict[str, np.ndarray]) -> Path:
-    """Write a shard folder atomically: fill a temporary folder, then rename it into place."""
+    """Write a shard folder atomically: fill a temporary folder, then rename it into place. If
+    another process renamed the same shard first, keep that one (a shard is a pure function of
+    (config, index): the two are the same) and drop this copy."""
     final = shard_dir(root, index)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
     try:
         for name, array in arrays.items():
             np.save(tmp / f"{name}.npy", array)
-        os.replace(tmp, final)
+        try:
+            os.rename(tmp, final)  # a folder cannot be renamed onto a non-empty one: create-if-absent
+        except OSError:
+            if not final.is_dir():
+                raise
+            shutil.rmtree(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

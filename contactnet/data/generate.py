@@ -2,23 +2,34 @@
 
     python -m contactnet.data.generate data=procedural_small
     python -m contactnet.data.generate data=procedural_small split=train shard=3   # one shard
+    python -m contactnet.data.generate -m data=procedural_small shard='range(0,8)' \
+        hydra/launcher=joblib hydra.launcher.n_jobs=4                            # one job per shard
 
 Builds (or finishes) the object set, splits objects into known and unknown families, then makes
 every split's shards (resuming: finished shards are skipped) and, once a split has all of them,
 its manifest. Writes under `${paths.data_dir}/<data.name>/`.
+
+Scale-out: `shard=i` alone makes shard i of every split that has one, so a sweep over
+`shard=range(0, N)` (N: the largest `num_shards`) through a Hydra launcher (joblib on one machine,
+submitit on SLURM; `pip install -e .[scale]`) makes the whole dataset. The jobs may start together:
+the object set is built by one of them while the others wait (a lock in its folder), shards are
+renamed into place only if absent, and a split's manifest is written by the job that finds its
+last shard present (the README's Data section has the SLURM command).
 
 `device=auto` (the default) labels on the GPU when torch sees one (the CUDA kernels), else on the
 CPU with `workers` processes; `device=cpu` / `device=cuda` force one. Poses are drawn on the CPU
 either way, so a seed gives the same pairs on any machine.
 """
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from contactnet.data.dataset import DatasetSpec, generate_shards, shard_dir, write_manifest
+from contactnet.data.dataset import DatasetSpec, generate_shards, load_manifest, shard_dir, write_manifest
 from contactnet.data.objects import ObjectSet, build_object_set, load_object_set
 from contactnet.data.pairs import PLACEMENTS, PairSpec
 from contactnet.data.seeds import derive_seed
@@ -123,18 +134,42 @@ def generate(data: DictConfig, out_dir: str | Path, split: str | None = None, sh
     for name in names:
         if name not in data.splits:
             raise ValueError(f"split: expected one of {list(data.splits)}, got {name!r}")
+    _check_shard(data, names, shard)
     if workers > 1 and shard is None and device.type == "cpu":
         _generate_in_parallel(data, out, names, workers, progress)
     manifests = {}
     for name in names:
         spec = split_spec(data, name, ids)
-        generate_shards(lib, spec, out / name, shards=None if shard is None else [int(shard)], progress=progress)
-        complete = all(shard_dir(out / name, i).exists() for i in range(spec.num_shards))
-        manifests[name] = write_manifest(out / name, spec, object_table) if complete else None
-        if complete:
-            stats = manifests[name]["stats"]
-            print(f"{name}: {stats['samples']} samples, positive rate {stats['positive_rate']:.3f}")
+        if shard is None or int(shard) < spec.num_shards:
+            generate_shards(lib, spec, out / name, shards=None if shard is None else [int(shard)], progress=progress)
+        manifests[name] = _finish_split(out / name, spec, object_table)
     return manifests
+
+
+def _check_shard(data: DictConfig, names: list[str], shard: int | None) -> None:
+    """`shard` must exist in some split of `names` (a sweep runs to the largest `num_shards`;
+    splits with fewer shards skip the higher indices)."""
+    if shard is None:
+        return
+    most = max(data.splits[name].num_shards for name in names)
+    if not 0 <= int(shard) < most:
+        raise ValueError(f"shard: expected an index in [0, {most}) (the largest num_shards of {names}), got {shard}")
+
+
+def _finish_split(root: Path, spec: DatasetSpec, object_table: dict) -> dict | None:
+    """The split's manifest once all its shards exist (None before). Written only when missing or
+    stale (another spec), so the jobs of a sweep do not each rewrite the manifests of splits that
+    are already complete; whichever job renames a split's last shard sees every shard present."""
+    if not all(shard_dir(root, i).exists() for i in range(spec.num_shards)):
+        return None
+    stored = load_manifest(root) if (root / "manifest.json").exists() else None
+    current = json.loads(json.dumps(asdict(spec)))
+    if stored is None or stored["spec"] != current or stored["objects"] != object_table:
+        write_manifest(root, spec, object_table)
+        stored = load_manifest(root)  # as a later job reads it (lists, not tuples)
+    stats = stored["stats"]
+    print(f"{root.name}: {stats['samples']} samples, positive rate {stats['positive_rate']:.3f}")
+    return stored
 
 
 def run(cfg: DictConfig) -> dict[str, dict | None]:

@@ -7,7 +7,9 @@ Layout of a set folder:
     partial/              optional cached depth views (contactnet.data.partial_views), read lazily
 
 Each object file is a pure function of (spec, object index) and is written atomically, so an
-interrupted build resumes by skipping the objects already on disk.
+interrupted build resumes by skipping the objects already on disk. Builds of one folder run one at
+a time (a lock in it): when many generation jobs start together, the first builds the set and the
+others wait, then find it complete.
 
 After the N objects come N inner copies (ids N..2N-1, `inner_scale`): object i scaled by a factor
 drawn in the range, named `<name>@inner`, same family. They are B in nested pairs (test splits and
@@ -29,7 +31,7 @@ from contactnet.data.mesh_folder import load_mesh_folder
 from contactnet.data.partial_views import PartialViews, load_partial_views
 from contactnet.data.procedural import FAMILIES, make_object
 from contactnet.data.seeds import derive_seed
-from contactnet.data.storage import save_npz_atomic, write_json_atomic
+from contactnet.data.storage import folder_lock, save_npz_atomic, write_json_atomic
 from contactnet.geometry.sampling import sample_surface_even
 
 
@@ -86,13 +88,18 @@ def _procedural_sources(spec: ObjectSetSpec):
 
 def build_object_set(spec: ObjectSetSpec, out_dir: str | Path, progress: bool = True) -> dict:
     """Build (or finish building) the object set of `spec` in `out_dir`; returns the manifest."""
-    from tqdm import tqdm
-
     out_dir = Path(out_dir)
     if spec.num_points <= 0:
         raise ValueError(f"num_points: expected a positive count, got {spec.num_points}")
     if spec.inner_scale is not None and not 0 < spec.inner_scale[0] <= spec.inner_scale[1]:
         raise ValueError(f"inner_scale: expected a range 0 < low <= high (or None), got {spec.inner_scale}")
+    with folder_lock(out_dir):
+        return _build_object_set(spec, out_dir, progress)
+
+
+def _build_object_set(spec: ObjectSetSpec, out_dir: Path, progress: bool) -> dict:
+    from tqdm import tqdm
+
     skipped = []
     if spec.source == "procedural":
         sources = list(_procedural_sources(spec))

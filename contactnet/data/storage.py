@@ -1,5 +1,6 @@
 """Crash-safe files for datasets: every file is written to a temporary name in the same folder and
-renamed into place, so a reader (or a resumed run) sees either the whole file or none of it."""
+renamed into place, so a reader (or a resumed run) sees either the whole file or none of it; and a
+lock for work that many processes (or machines sharing the folder) should do once."""
 
 import json
 import os
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock
 
 
 def _umask() -> int:
@@ -44,3 +46,13 @@ def save_npz_atomic(path: str | Path, **arrays: np.ndarray) -> Path:
 
 def write_json_atomic(path: str | Path, payload: dict) -> Path:
     return atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(payload, indent=2)))
+
+
+def folder_lock(folder: str | Path) -> FileLock:
+    """An exclusive lock on `folder` (the file `.lock` in it), held across processes and machines
+    that share the folder (flock; filelock falls back to an exclusive-create lock where the file
+    system has no flock). The kernel drops it when its holder dies, so a crashed job blocks no
+    one. Use: `with folder_lock(path): ...`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(folder / ".lock")

@@ -4,6 +4,7 @@ so the exact label), reproducibility, clear errors."""
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
@@ -92,6 +93,24 @@ def test_augmentation_is_reproducible_and_changes_per_epoch(dataset):
     assert not torch.allclose(ds[(0, 1)]["points_a"], first)
     # Validation and test sets are never augmented.
     assert not dm.datasets["val"].augment and not dm.datasets["test_unknown"].augment
+
+
+def test_augmentation_draws_never_repeat_across_epoch_and_index(dataset):
+    """Every (epoch, index) has its own draws. The former seed `seed·1000003 + epoch·7919 + index`
+    gave (epoch 1, index 0) the rotations of (epoch 0, index 7919), and any 32-bit seed (all that
+    torch's CPU generator keeps) repeats about once among these 10⁵ keys."""
+    dm = PairDataModule(str(dataset), augment="so3", seed=3)
+    dm.setup()
+    ds = dm.datasets["train"]
+    keys = [(index, epoch) for epoch in range(100) for index in range(1000)] + [(7919, 0)]
+    draws = {int(ds.item_rng("rotation", index, epoch).integers(2**63)) for index, epoch in keys}
+    assert len(draws) == len(keys)
+    # And items are rotated by exactly that stream.
+    item = ds[(1, 2)]
+    poses = torch.from_numpy(np.array(ds.shards[ds.index[1][0]]["poses_a"][ds.index[1][1] * ds.group:][:ds.group]))
+    points, _, _, poses_a = ds._augment(int(item["ids_a"]), poses, ds.item_rng("rotation", 1, 2))
+    torch.testing.assert_close(item["points_a"], points)
+    torch.testing.assert_close(item["poses_a"], poses_a)
 
 
 class _RecordRotations(L.LightningModule):

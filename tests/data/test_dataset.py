@@ -15,6 +15,7 @@ from contactnet.data.dataset import (
     read_shard,
     shard_dir,
     write_manifest,
+    write_shard,
 )
 from contactnet.data.pairs import PairSpec
 from contactnet.data.procedural import make_object
@@ -156,3 +157,13 @@ def test_nested_fraction_mixes_nested_pairs_into_a_shard(nested_lib):
         _spec(nested_fraction=0.5)
     with pytest.raises(ValueError, match="nested_fraction"):
         _spec(inner_ids=[3], nested_fraction=1.5)
+
+
+def test_a_shard_written_twice_at_once_keeps_the_first(tmp_path):
+    """Two jobs that make the same shard together: the second rename finds it present, keeps it
+    (shards are pure functions of (config, index)) and leaves no temporary folder."""
+    first = {"label": np.array([True, False])}
+    write_shard(tmp_path, 0, first)
+    assert write_shard(tmp_path, 0, {"label": np.array([False, False])}) == shard_dir(tmp_path, 0)
+    assert np.load(shard_dir(tmp_path, 0) / "label.npy").tolist() == [True, False]
+    assert [p.name for p in tmp_path.iterdir()] == ["shard_00000"]

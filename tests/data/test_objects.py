@@ -1,12 +1,14 @@
 """Object sets: build, cache, resume, load."""
 
 import json
+import threading
 
 import numpy as np
 import pytest
 import trimesh
 
 from contactnet.data.objects import ObjectSetSpec, build_object_set, load_object_set, main
+from contactnet.data.storage import folder_lock
 
 
 def test_build_load_and_resume(tmp_path):
@@ -55,3 +57,17 @@ def test_bad_specs(tmp_path):
         build_object_set(ObjectSetSpec(inner_scale=(0.5, 0.2)), tmp_path, progress=False)
     with pytest.raises(FileNotFoundError, match="manifest.json"):
         load_object_set(tmp_path / "missing")
+
+
+def test_a_build_waits_for_the_one_under_way(tmp_path):
+    """Many generation jobs start together: while one holds the set's folder lock, another build
+    writes nothing, then finishes the same set once the lock is free."""
+    spec = ObjectSetSpec(families=["ring"], objects_per_family=1, num_points=32)
+    results = []
+    with folder_lock(tmp_path):
+        waiting = threading.Thread(target=lambda: results.append(build_object_set(spec, tmp_path, progress=False)))
+        waiting.start()
+        waiting.join(timeout=3.0)  # a ring takes well under a second unblocked
+        assert waiting.is_alive() and not (tmp_path / "objects").exists()
+    waiting.join()
+    assert [o["name"] for o in results[0]["objects"]] == ["ring_000", "ring_000@inner"]

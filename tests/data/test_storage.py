@@ -6,8 +6,9 @@ import stat
 
 import numpy as np
 import pytest
+from filelock import Timeout
 
-from contactnet.data.storage import atomic_write, save_npz_atomic, write_json_atomic
+from contactnet.data.storage import atomic_write, folder_lock, save_npz_atomic, write_json_atomic
 
 
 def test_atomic_files_get_the_umask_permissions_not_mkstemps(tmp_path):
@@ -30,3 +31,11 @@ def test_a_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(RuntimeError):
         atomic_write(tmp_path / "c.txt", fail)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_folder_lock_admits_one_holder_at_a_time(tmp_path):
+    with folder_lock(tmp_path / "set"):
+        with pytest.raises(Timeout):  # another holder (another file description, as another process has)
+            folder_lock(tmp_path / "set").acquire(timeout=0)
+    with folder_lock(tmp_path / "set").acquire(timeout=0):
+        pass
