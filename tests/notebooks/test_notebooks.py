@@ -22,7 +22,8 @@ def check_data(s):
 def check_models(s):
     assert s["accuracy"], "no test split was evaluated"
     for split, acc in s["accuracy"].items():
-        assert acc > s["majority_accuracy"][split], f"{split}: accuracy {acc} <= majority {s['majority_accuracy'][split]}"
+        majority = s["majority_accuracy"][split]
+        assert acc > majority, f"{split}: accuracy {acc} <= majority baseline {majority}"
 
 
 def check_planning(s):

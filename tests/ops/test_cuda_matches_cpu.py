@@ -150,8 +150,8 @@ def test_padded_candidates_with_masks_and_overflow():
     V, F, E = ref.random_triangle_soup(60, seed=2)
     V1 = V + 0.05 * torch.randn(V.shape, generator=torch.Generator().manual_seed(2), dtype=V.dtype)
     g = torch.Generator().manual_seed(4)
-    masks = dict(vertex_active=torch.rand(V.shape[0], generator=g) < 0.8,
-                 face_active=torch.rand(F.shape[0], generator=g) < 0.8, edge_active=torch.rand(E.shape[0], generator=g) < 0.8)
+    masks = {f"{kind}_active": torch.rand(n, generator=g) < 0.8
+             for kind, n in (("vertex", V.shape[0]), ("face", F.shape[0]), ("edge", E.shape[0]))}
     for capacity in (4, 4096):  # overflowing and not
         for fn, args in ((ipc.collision_candidates_padded, (V, F, E, 0.05, capacity)),
                          (ipc.swept_candidates_padded, (V, V1, F, E, capacity, 0.01))):
@@ -226,11 +226,12 @@ def test_ccd_time_of_impact(min_distance):
     V1[:9] = V[:9]  # some primitives do not move
     cand = ipc.swept_candidates(V, V1, F, E, min_distance, body)
     assert cand.count > 50
-    for rescaling in (0.9, 1.0):
+    for rescaling in (0.9, 0.99):
         toi = ipc.ccd_time_of_impact(V, V1, F, E, cand, min_distance, 1.0, rescaling)
         assert bool((toi < 1).any()) and bool((toi == 1).any())  # impacts and free motions both
-        told = ipc.ccd_time_of_impact(*to_dev(V, V1, F, E), ipc.Candidates(*to_dev(*cand)), min_distance, 1.0, rescaling)
-        close(toi, told, rtol=1e-9, atol=1e-12)
+        toi_dev = ipc.ccd_time_of_impact(*to_dev(V, V1, F, E), ipc.Candidates(*to_dev(*cand)), min_distance, 1.0,
+                                         rescaling)
+        close(toi, toi_dev, rtol=1e-9, atol=1e-12)
     close(ipc.collision_free_step(V, V1, F, E, min_distance, body),
           ipc.collision_free_step(*to_dev(V, V1, F, E), min_distance, body.to(DEVICE)), rtol=1e-9, atol=1e-12)
 
