@@ -18,3 +18,13 @@ DEVICES = [
 @pytest.fixture(params=DEVICES)
 def device(request) -> str:
     return request.param
+
+
+# Accelerators only, for tests that compare a device with the CPU: without one they skip rather
+# than pass by comparing the CPU with itself.
+ACCELERATORS = DEVICES[1:]
+
+
+@pytest.fixture(params=ACCELERATORS)
+def accelerator(request) -> str:
+    return request.param

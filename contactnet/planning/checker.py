@@ -136,8 +136,11 @@ class CollisionChecker(nn.Module):
             w = self.world
             if w.points.shape[0] == 0:
                 raise ValueError("world: no mesh registered; call add_mesh first")
+            # The world keeps its samples in float32; a float64 model (gradcheck) encodes them in float64.
+            dtype = next(self.model.parameters()).dtype
+            points, normals, aabb = (t.to(dtype) for t in (w.points, w.normals, w.aabb))
             with torch.no_grad():
-                feats = [self.model.encode(w.points[i:i + 64], w.normals[i:i + 64], w.aabb[i:i + 64]).features
+                feats = [self.model.encode(points[i:i + 64], normals[i:i + 64], aabb[i:i + 64]).features
                          for i in range(0, w.points.shape[0], 64)]
             self._table = ShapeEmbedding(torch.cat(feats), w.aabb.clone())
             self._table_version = w.version

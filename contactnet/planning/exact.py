@@ -15,9 +15,10 @@ minimum distance moves with its witness points held fixed on the bodies). With w
 x_A, x_B in the bodies' frames and n the unit vector between them, the value is given the
 derivative of n · (T_A x_A − T_B x_B): for separated pairs that is the exact derivative of the
 distance away from feature changes (d/dt_A = n, d/dt_B = −n, rotations through the lever arms).
-For colliding pairs the witnesses are taken where bisection separated the pair, so the gradient is
-that of the separating plane there: a direction that pushes A out of B, not the exact derivative of
-the bisection estimate. Pairs beyond `upper_bound` get value `upper_bound` and zero gradient.
+For colliding pairs the witnesses are taken where bisection separated the pair, and the gradient is
+the derivative of the penetration estimate -t by implicit differentiation of the touching condition
+along the separating plane there (it pushes A out of B; away from feature changes and to the
+bisection's `tol`, it is the exact derivative of the value, including the turn of the centre line). Pairs beyond `upper_bound` get value `upper_bound` and zero gradient.
 """
 
 from __future__ import annotations
@@ -89,4 +90,16 @@ def exact_signed_distance(lib: MeshLibrary, aabb: torch.Tensor, ids_a: torch.Ten
     x_a, x_b = _to_body(pa_d, point_a), _to_body(witness_b, point_b)
     # d(signed) = n · (d(T_A x_A) - d(T_B x_B)), x fixed on the bodies.
     plane = (n * (transform_points(pa, x_a) - transform_points(pb, x_b))).sum(-1)
+    if hit.numel():
+        # Colliding: signed = -t with B moved by -t u just touching A, i.e. (to first order)
+        # n · (T_A x_A - T_B x_B + t u) = 0, u the unit centre line B -> A. Implicit
+        # differentiation: d(signed) = -dt = [n · (d(T_A x_A) - d(T_B x_B)) + t n · du] / (n · u).
+        line = pa[:, :3] - pb[:, :3]
+        length = line.norm(dim=1, keepdim=True)
+        u = torch.where(length > 1e-12, line / length.clamp_min(1e-12), line.new_tensor([0.0, 0.0, 1.0]))
+        n_u = (n * u.detach()).sum(-1)
+        moving_line = (n * u).sum(-1) - n_u  # t n · du, with t applied below (value 0)
+        ok = colliding & (n_u > 0)
+        pen = (plane + (-signed.detach()) * moving_line) / torch.where(ok, n_u, 1.0)
+        plane = torch.where(ok, pen, plane)
     return signed + (plane - plane.detach()), colliding

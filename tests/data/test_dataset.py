@@ -120,12 +120,12 @@ def test_missing_shard_and_bad_specs(lib, tmp_path):
         _spec(positive_rate_band=(0.9, 0.1))
 
 
-def test_shard_on_device_matches_cpu(lib, device):
+def test_shard_on_device_matches_cpu(lib, accelerator):
     """The GPU labelling path: the same seeded poses on every device (drawn on the CPU), and the
     device's exact kernels give the CPU's labels and distances."""
     spec = _spec(pairs=PairSpec(poses_per_pair=50))
     cpu = make_shard(lib, spec, 1)
-    other = make_shard(lib.to(device), spec, 1)
+    other = make_shard(lib.to(accelerator), spec, 1)
     assert set(other) == set(cpu)
     for name in ("ids_a", "ids_b", "poses_a", "poses_b", "label"):
         np.testing.assert_array_equal(other[name], cpu[name], err_msg=name)

@@ -77,5 +77,10 @@ def test_bvh_cached_and_moved(device):
     assert torch.equal(moved.bvh.nodes.cpu(), b1.nodes)
     f32 = lib.to(dtype=torch.float32)
     assert f32.bvh.tris.dtype == torch.float32
-    # memory is linear in triangles: BVH nodes <= F / 2 for leaves of up to 4 triangles
-    assert b1.nodes.shape[0] <= lib.faces.shape[0]
+    # memory is linear in triangles: a median split of n > 4 triangles leaves both halves >= 2, so
+    # every leaf holds 2..4 of the F triangles and the full binary tree has 2 * leaves - 1 <= F - 1 nodes
+    links = b1.links
+    leaf_sizes = torch.tensor([b1.leaf_range(int(link))[1] for link in links[links < 0]])
+    assert int(leaf_sizes.sum()) == lib.faces.shape[0]
+    assert 2 <= int(leaf_sizes.min()) and int(leaf_sizes.max()) <= 4
+    assert b1.nodes.shape[0] == 2 * leaf_sizes.numel() - 1 <= lib.faces.shape[0] - 1

@@ -3,7 +3,7 @@ import torch
 
 from contactnet.ops import mesh_collide
 from contactnet.planning import CollisionChecker
-from tests.planning.scenes import random_pairs, tiny_net
+from tests.planning.scenes import make_world, random_pairs, tiny_net
 
 IDENTITY = [0.0, 0, 0, 1, 0, 0, 0]
 
@@ -69,6 +69,63 @@ def test_exact_gradient_matches_finite_differences(world64):
     # Translations: d/dt_A = n, d/dt_B = -n, unit vectors.
     torch.testing.assert_close(grad[:, :3].norm(dim=1), torch.ones(len(grad), dtype=torch.float64))
     torch.testing.assert_close(grad[:, :3], -grad[:, 7:10])
+
+
+def _central_differences(f, x: torch.Tensor, h: float) -> torch.Tensor:
+    """(Q, D) derivatives of f: (Q, D) -> (Q,) row by row, one coordinate at a time."""
+    fd = torch.empty_like(x)
+    with torch.no_grad():
+        for k in range(x.shape[1]):
+            e = torch.zeros_like(x)
+            e[:, k] = h
+            fd[:, k] = (f(x + e) - f(x - e)) / (2 * h)
+    return fd
+
+
+def test_exact_gradient_matches_finite_differences_when_penetrating(world64):
+    """The penetration estimate -t (bisection along the centre line, here to 1e-10 m) is piecewise
+    smooth: away from changes of the touching features its gradient is its derivative, including
+    the turn of the centre line as the poses move."""
+    exact = CollisionChecker(world64, "exact", penetration_tol=1e-10)
+    ids_a, ids_b, pa, pb = random_pairs(world64, 64, seed=11)
+    sd0 = exact.pairwise(ids_a, ids_b, pa, pb).signed_distance
+    keep = sd0 < -0.003  # penetrating, away from the contact boundary
+    ids_a, ids_b, pa, pb = ids_a[keep][:12], ids_b[keep][:12], pa[keep][:12], pb[keep][:12]
+    x = torch.cat([pa, pb], 1).requires_grad_()
+    sd = exact.pairwise(ids_a, ids_b, x[:, :7], x[:, 7:]).signed_distance
+    assert bool((sd < 0).all())
+    (grad,) = torch.autograd.grad(sd.sum(), x)
+
+    def f(y):
+        return exact.pairwise(ids_a, ids_b, y[:, :7], y[:, 7:]).signed_distance
+
+    fd, fd_fine = _central_differences(f, x, 1e-5), _central_differences(f, x, 1e-6)
+    scale = 1 + fd.abs()
+    smooth = ((fd - fd_fine).abs() <= 1e-4 * scale).all(1)  # no feature change within ±1e-5
+    assert int(smooth.sum()) >= 6
+    assert bool(((grad - fd).abs() <= 1e-4 * scale)[smooth].all()), (grad - fd)[smooth].abs().max()
+
+
+@pytest.mark.parametrize("kind", ["locc", "global_ocn"])
+def test_learned_logit_and_cost_pass_gradcheck_in_float64(world64, kind):
+    net = tiny_net("locc" if kind == "locc" else "global").double()
+    learned = CollisionChecker(world64, kind, net)
+    ids_a, ids_b, pa, pb = random_pairs(world64, 6, seed=5, spread=0.8)
+    assert learned.embeddings().features.dtype == torch.float64
+
+    def logit(poses_a, poses_b):
+        return learned.pairwise(ids_a, ids_b, poses_a, poses_b).logit
+
+    assert torch.autograd.gradcheck(logit, (pa.clone().requires_grad_(), pb.clone().requires_grad_()),
+                                    eps=1e-6, atol=1e-6, rtol=1e-4)
+    w = make_world(max_obstacles=2, dtype=torch.float64)
+    w.add_obstacle("o1", "star_prism", _pose(0.0, dtype=torch.float64))
+    w.add_obstacle("o2", "gear_prism", _pose(0.06, 0.02, dtype=torch.float64))
+    on_w = CollisionChecker(w, kind, net, eta=0.05)
+    poses = torch.stack([_pose(x, 0.01, dtype=torch.float64) for x in (-0.05, 0.0, 0.03, 0.1)])
+    poses[:, 3:] = torch.tensor([0.9, 0.3, -0.2, 0.1], dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda p: on_w.cost("l_bracket", p), (poses.requires_grad_(),),
+                                    eps=1e-6, atol=1e-6, rtol=1e-4)
 
 
 def test_exact_gradient_inside_collision_pushes_apart(world):
@@ -212,9 +269,10 @@ def test_learned_hot_path_traces_without_graph_breaks(world, trained):
     torch.testing.assert_close(compiled(poses), eager)
 
 
-def test_devices_agree(device, trained):
+def test_devices_agree(accelerator, trained):
     from tests.planning.scenes import make_world
 
+    device = accelerator
     results = {}
     for dev in ("cpu", device):
         w = make_world(num_envs=2, max_obstacles=2, device=dev)

@@ -1,0 +1,335 @@
+"""Every op with a CUDA kernel gives on CUDA what it gives on the CPU: values, indices (as sets where
+the order is the kernel's own) and gradients from the same upstream gradient, on random and
+adversarial inputs built by the CPU tests' own builders. `make gpu-check` runs these (`pytest -m
+cuda`); without a GPU they skip.
+
+Tolerances: float64 values to ~1e-12 relative (nvcc contracts a*b+c into FMAs, g++ does not, so
+results differ in the last bits); every index, count and boolean exactly."""
+
+import pytest
+import torch
+
+from contactnet import ops
+from contactnet.geometry import Mesh, MeshLibrary
+from contactnet.ops import blem_contacts, cluster_contacts, ipc, mesh_collide, mesh_distance
+from contactnet.ops.locc_crop import locc_crop
+from contactnet.ops.reference import ipc as ref
+from contactnet.ops.reference.mesh_cases import box_mesh, bumpy_sphere, random_poses, random_soup
+from tests.ops.primitive_cases import adversarial_batch, random_triangle_pairs
+
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
+
+DEVICE = "cuda"
+
+
+def to_dev(*tensors):
+    return tuple(t.to(DEVICE) for t in tensors)
+
+
+def close(cpu, dev, rtol=1e-12, atol=1e-12, name=""):
+    """dev (any device) equals cpu: exactly for integer and bool tensors, to tolerance for floats."""
+    dev = dev.cpu()
+    assert cpu.shape == dev.shape and cpu.dtype == dev.dtype, name
+    if cpu.dtype.is_floating_point:
+        torch.testing.assert_close(dev, cpu, rtol=rtol, atol=atol, equal_nan=True, msg=name or None)
+    else:
+        assert torch.equal(dev, cpu), name
+
+
+def rows(t: torch.Tensor) -> list:
+    """Rows of an index tensor as a sorted list (order-free comparison)."""
+    return sorted(map(tuple, t.cpu().tolist()))
+
+
+# ---- primitive distances -------------------------------------------------------------------------
+
+
+def _triangle_inputs(dtype):
+    """Random pairs, plus the named adversarial ones in float64 (touching cases sit exactly on the
+    boundary: float32 rounding, FMA or not, may legitimately decide them either way)."""
+    a, b = random_triangle_pairs(300, 1.0, dtype)
+    if dtype != torch.float64:
+        return a, b
+    _, a2, b2, _ = adversarial_batch(dtype)
+    return torch.cat([a, a2]), torch.cat([b, b2])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_triangle_intersect(dtype):
+    a, b = _triangle_inputs(dtype)
+    hit = ops.triangle_intersect(a, b)
+    assert bool(hit.any()) and not bool(hit.all())
+    close(hit, ops.triangle_intersect(*to_dev(a, b)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_point_triangle_and_segment_distances_with_gradients(dtype):
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-6)
+    a, b = _triangle_inputs(dtype)
+    g = torch.Generator().manual_seed(3)
+    for fn, x, y in ((ops.point_triangle_distance, a[:, 0].contiguous(), b),
+                     (ops.segment_segment_distance, a[:, :2].contiguous(), b[:, :2].contiguous())):
+        upstream = torch.rand(x.shape[0], generator=g, dtype=dtype)
+        outs, grads = [], []
+        for dev in ("cpu", DEVICE):
+            xd, yd = x.to(dev).requires_grad_(), y.to(dev).requires_grad_()
+            out = fn(xd, yd)
+            gx, gy = torch.autograd.grad((out.distance * upstream.to(dev)).sum(), (xd, yd))
+            outs.append(out)
+            grads.append((gx, gy))
+        for name, c, d in zip(outs[0]._fields, outs[0], outs[1]):
+            close(c.detach(), d.detach(), name=f"{fn.__name__}.{name}", **tol)
+        for c, d in zip(*grads):
+            close(c, d, **tol)
+
+
+# ---- IPC distances and barrier -------------------------------------------------------------------
+
+
+def _stencils(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 4, 3, generator=g, dtype=torch.float64)
+    x[: n // 4, 3] = x[: n // 4, 2] + 1e-12  # nearly coincident points
+    x[n // 4 : n // 2, 3] = x[n // 4 : n // 2, 2] + (x[n // 4 : n // 2, 1] - x[n // 4 : n // 2, 0])  # parallel edges
+    return [x[:, i].contiguous() for i in range(4)]
+
+
+@pytest.mark.parametrize("name, nv", [("point_point", 2), ("point_edge", 3), ("point_triangle", 4), ("edge_edge", 4)])
+def test_ipc_distance_values_gradients_hessians(name, nv):
+    args = _stencils(400, nv)[:nv]
+    for suffix in ("", "_gradient", "_hessian"):
+        fn = getattr(ipc, f"{name}_distance_squared{suffix}")
+        close(fn(*args), fn(*to_dev(*args)), rtol=1e-9, atol=1e-12, name=f"{name}{suffix}")
+    # autograd of the value from the same upstream gradient
+    upstream = torch.rand(400, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    grads = []
+    for dev in ("cpu", DEVICE):
+        xs = [a.to(dev).requires_grad_() for a in args]
+        value = getattr(ipc, f"{name}_distance_squared")(*xs)
+        grads.append(torch.autograd.grad((value * upstream.to(dev)).sum(), xs))
+    for c, d in zip(*grads):
+        close(c, d, rtol=1e-9, atol=1e-12)
+
+
+def test_edge_edge_mollifier_and_barrier():
+    args = _stencils(400, 5)
+    eps_x = 1e-3 * torch.rand(400, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    for fn in (ipc.edge_edge_mollifier, ipc.edge_edge_mollifier_gradient, ipc.edge_edge_mollifier_hessian):
+        close(fn(*args, eps_x), fn(*to_dev(*args), eps_x.to(DEVICE)), rtol=1e-9, atol=1e-15)
+    d2 = torch.cat([torch.linspace(0, 1.2, 300, dtype=torch.float64), torch.tensor([1e-30, 1.0, 1.0 - 1e-16])])
+    for c, d in zip(ipc.barrier(d2, 1.0), ipc.barrier(d2.to(DEVICE), 1.0)):
+        close(c, d, rtol=1e-12, atol=0)
+
+
+# ---- IPC candidates, potentials, friction, CCD --------------------------------------------------------
+
+
+def _sheets(seed=0):
+    V, F, E, body, dhat = ref.stacked_sheets(8, seed=seed)
+    return V, F, E, body, dhat
+
+
+def _candidates_on(dev, fn, *args, **kwargs):
+    c = fn(*(a.to(dev) if isinstance(a, torch.Tensor) else a for a in args), **kwargs)
+    return rows(c.face_vertex), rows(c.edge_edge)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_collision_and_swept_candidates(seed):
+    V, F, E = ref.random_triangle_soup(60, seed=seed)
+    body = torch.arange(V.shape[0]) // 3
+    V1 = V + 0.05 * torch.randn(V.shape, generator=torch.Generator().manual_seed(seed), dtype=V.dtype)
+    for fn, args in ((ipc.collision_candidates, (V, F, E, 0.05)), (ipc.collision_candidates, (V, F, E, 0.05, body)),
+                     (ipc.swept_candidates, (V, V1, F, E, 0.0)), (ipc.swept_candidates, (V, V1, F, E, 0.01, body))):
+        want = _candidates_on("cpu", fn, *args)
+        assert want[0] or want[1]
+        assert _candidates_on(DEVICE, fn, *args) == want, fn.__name__
+
+
+def test_padded_candidates_with_masks_and_overflow():
+    V, F, E = ref.random_triangle_soup(60, seed=2)
+    V1 = V + 0.05 * torch.randn(V.shape, generator=torch.Generator().manual_seed(2), dtype=V.dtype)
+    g = torch.Generator().manual_seed(4)
+    masks = {f"{kind}_active": torch.rand(n, generator=g) < 0.8
+             for kind, n in (("vertex", V.shape[0]), ("face", F.shape[0]), ("edge", E.shape[0]))}
+    for capacity in (4, 4096):  # overflowing and not
+        for fn, args in ((ipc.collision_candidates_padded, (V, F, E, 0.05, capacity)),
+                         (ipc.swept_candidates_padded, (V, V1, F, E, capacity, 0.01))):
+            out = []
+            for dev in ("cpu", DEVICE):
+                p = fn(*(a.to(dev) if isinstance(a, torch.Tensor) else a for a in args),
+                       **{k: m.to(dev) for k, m in masks.items()})
+                fv, ee = p.candidates
+                out.append((p.counts.cpu(), fv.shape, ee.shape))
+                if capacity == 4096:  # every pair fits: the same set (order is the sweep's own)
+                    out[-1] += (rows(fv), rows(ee))
+            assert torch.equal(out[0][0], out[1][0]) and out[0][1:] == out[1][1:], fn.__name__
+
+
+def test_barrier_potential_gradient_hessian_with_autograd():
+    V, F, E, body, dhat = _sheets(0)
+    rest = V.clone()
+    cand = ipc.collision_candidates(V, F, E, dhat, body)
+    assert cand.count > 100
+    dc = ipc.Candidates(*to_dev(*cand))
+    kappa = 7.0
+    close(ipc.barrier_potential(V, F, E, cand, dhat, kappa, rest, per_candidate=True),
+          ipc.barrier_potential(*to_dev(V, F, E), dc, dhat, kappa, rest.to(DEVICE), per_candidate=True), rtol=1e-10)
+    close(ipc.barrier_potential_gradient(V, F, E, cand, dhat, kappa, rest),
+          ipc.barrier_potential_gradient(*to_dev(V, F, E), dc, dhat, kappa, rest.to(DEVICE)), rtol=1e-10, atol=1e-12)
+    for psd in (False, True):
+        h = ipc.barrier_potential_hessian(V, F, E, cand, dhat, kappa, rest, project_to_psd=psd)
+        hd = ipc.barrier_potential_hessian(*to_dev(V, F, E), dc, dhat, kappa, rest.to(DEVICE), project_to_psd=psd)
+        close(h.local, hd.local, rtol=1e-9, atol=1e-9 * float(h.local.abs().max()))
+        close(h.stencils, hd.stencils)
+        close(h.matrix.to_dense(), hd.matrix.to_dense(), rtol=1e-9, atol=1e-9 * float(h.local.abs().max()))
+    # autograd through the potential, same upstream gradient
+    grads = []
+    for dev in ("cpu", DEVICE):
+        x = V.to(dev).requires_grad_()
+        c = ipc.Candidates(*(t.to(dev) for t in cand))
+        grads.append(torch.autograd.grad(3.0 * ipc.barrier_potential(x, F.to(dev), E.to(dev), c, dhat, kappa,
+                                                                     rest.to(dev)), x)[0])
+    close(grads[0], grads[1], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e-4, 1e-2])  # mostly static / mostly sliding against eps_v
+def test_friction_potential_gradient_hessian(scale):
+    V, F, E, body, dhat = _sheets(1)
+    cand = ipc.collision_candidates(V, F, E, dhat)
+    vel = scale * torch.randn(V.shape, generator=torch.Generator().manual_seed(5), dtype=V.dtype)
+    args = (vel, V, F, E)
+    rest = dict(dhat=dhat, kappa=20.0, mu=0.4, eps_v=1e-3)
+    dc = ipc.Candidates(*to_dev(*cand))
+    close(ipc.friction_potential(*args, cand, per_candidate=True, **rest),
+          ipc.friction_potential(*to_dev(*args), dc, per_candidate=True, **rest), rtol=1e-10, atol=1e-18)
+    close(ipc.friction_potential_gradient(*args, cand, **rest),
+          ipc.friction_potential_gradient(*to_dev(*args), dc, **rest), rtol=1e-10, atol=1e-15)
+    h = ipc.friction_potential_hessian(*args, cand, **rest)
+    hd = ipc.friction_potential_hessian(*to_dev(*args), dc, **rest)
+    close(h.local, hd.local, rtol=1e-9, atol=1e-9 * float(h.local.abs().max()))
+    close(h.matrix.to_dense(), hd.matrix.to_dense(), rtol=1e-9, atol=1e-9 * float(h.local.abs().max()))
+    grads = []
+    for dev in ("cpu", DEVICE):
+        u = vel.to(dev).requires_grad_()
+        c = ipc.Candidates(*(t.to(dev) for t in cand))
+        e = ipc.friction_potential(u, V.to(dev), F.to(dev), E.to(dev), c, **rest)
+        grads.append(torch.autograd.grad(2.0 * e, u)[0])
+    close(grads[0], grads[1], rtol=1e-10, atol=1e-15)
+
+
+@pytest.mark.parametrize("min_distance", [0.0, 1e-3])
+def test_ccd_time_of_impact(min_distance):
+    V, F, E = ref.random_triangle_soup(80, seed=6)
+    body = torch.arange(V.shape[0]) // 3
+    V1 = V + 0.1 * torch.randn(V.shape, generator=torch.Generator().manual_seed(6), dtype=V.dtype)
+    V1[:9] = V[:9]  # some primitives do not move
+    cand = ipc.swept_candidates(V, V1, F, E, min_distance, body)
+    assert cand.count > 50
+    for rescaling in (0.9, 0.99):
+        toi = ipc.ccd_time_of_impact(V, V1, F, E, cand, min_distance, 1.0, rescaling)
+        assert bool((toi < 1).any()) and bool((toi == 1).any())  # impacts and free motions both
+        toi_dev = ipc.ccd_time_of_impact(*to_dev(V, V1, F, E), ipc.Candidates(*to_dev(*cand)), min_distance, 1.0,
+                                         rescaling)
+        close(toi, toi_dev, rtol=1e-9, atol=1e-12)
+    close(ipc.collision_free_step(V, V1, F, E, min_distance, body),
+          ipc.collision_free_step(*to_dev(V, V1, F, E), min_distance, body.to(DEVICE)), rtol=1e-9, atol=1e-12)
+
+
+# ---- mesh queries ---------------------------------------------------------------------------------------
+
+
+def _library(dtype):
+    meshes = [Mesh(*bumpy_sphere(2, 0.05, seed=1), name="bumpy0"), Mesh(*bumpy_sphere(1, 0.04, seed=2), name="bumpy1"),
+              Mesh(*random_soup(60, seed=3), name="soup"), Mesh(*box_mesh((0.1, 0.1, 0.1)), name="box"),
+              Mesh(*bumpy_sphere(1, 0.015, seed=4), name="small")]
+    return MeshLibrary(meshes, dtype=dtype), MeshLibrary(meshes, dtype=dtype, device=DEVICE)
+
+
+def _queries(dtype, q=300):
+    """Random pairs from far to nested (positions within 0.06 m of each other), as the CPU tests."""
+    g = torch.Generator().manual_seed(8)
+    ia, ib = torch.randint(5, (q,), generator=g), torch.randint(5, (q,), generator=g)
+    pa, pb = random_poses(q, 0.04, seed=8), random_poses(q, 0.04, seed=9)
+    pb[:20, :3] = pa[:20, :3]  # coincident centres: nested and deep cases
+    return ia, ib, pa.to(dtype), pb.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_mesh_distance_and_collide(dtype):
+    cpu, dev = _library(dtype)
+    ia, ib, pa, pb = _queries(dtype)
+    hit = mesh_collide(cpu, ia, ib, pa, pb)
+    assert bool(hit.any()) and not bool(hit.all())
+    close(hit, mesh_collide(dev, *to_dev(ia, ib, pa, pb)))
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-6)
+    for ub in (None, 0.01):
+        want = mesh_distance(cpu, ia, ib, pa, pb, ub)
+        got = mesh_distance(dev, *to_dev(ia, ib, pa, pb), ub)
+        close(want.distance, got.distance, name="distance", **tol)
+        # witnesses: ties between triangle pairs may resolve differently; the points must still be
+        # at the same distance apart wherever something was found
+        found = want.tri_a >= 0
+        close(found, got.tri_a.cpu() >= 0, name="found")
+        sep = (got.point_a.cpu() - got.point_b.cpu()).norm(dim=1)
+        close(want.distance[found], sep[found], name="witness distance", **tol)
+
+
+def _contact_order(c: ops.Contacts, faces: int):
+    """Row order by (query, tri_a, tri_b); faces bounds every triangle id."""
+    query = c.query_index().cpu()
+    return torch.argsort((query * faces + c.tri_a.cpu()) * faces + c.tri_b.cpu())
+
+
+def _contacts_close(want: ops.Contacts, got: ops.Contacts, faces: int, ordered: bool):
+    close(want.counts, got.counts, name="counts")
+    close(want.offsets, got.offsets, name="offsets")
+    kw, kg = (slice(None), slice(None)) if ordered else (_contact_order(want, faces), _contact_order(got, faces))
+    for name, a, b in zip(want._fields, want, got):
+        if name in ("counts", "offsets"):
+            continue
+        close(a[kw], b.cpu()[kg], rtol=1e-9, atol=1e-12, name=name)
+
+
+def test_blem_contacts_raw_clustered_and_rows():
+    cpu, dev = _library(torch.float64)
+    ia, ib, pa, pb = _queries(torch.float64, 60)
+    ra = 0.004 * torch.rand(60, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    raw = blem_contacts(cpu, ia, ib, pa, pb, ra, 0.002)
+    assert raw.intersecting.any() and int(raw.counts.max()) > 64  # both clustering regimes below
+    raw_dev = blem_contacts(dev, *to_dev(ia, ib, pa, pb), ra.to(DEVICE), 0.002)
+    faces = int(cpu.faces.shape[0])
+    _contacts_close(raw, raw_dev, faces, ordered=False)  # the traversal order is each device's own
+    for k in (1, 4, 16):
+        # the clustering op itself, on the same (CPU-ordered) input
+        _contacts_close(cluster_contacts(raw, k), cluster_contacts(ops.Contacts(*to_dev(*raw)), k), faces,
+                        ordered=True)
+        # the fused path (traversal, clustering, blem_contact_rows for the kept rows)
+        want = blem_contacts(cpu, ia, ib, pa, pb, ra, 0.002, max_contacts=k)
+        got = blem_contacts(dev, *to_dev(ia, ib, pa, pb), ra.to(DEVICE), 0.002, max_contacts=k)
+        _contacts_close(want, got, faces, ordered=False)
+
+
+# ---- LOCC crop ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("grid", [2, 6, 16])
+def test_locc_crop(dtype, grid):
+    from tests.ops.test_locc_crop import _inputs
+
+    aabb, rotation, offset, reach = _inputs(500, grid, dtype)
+    # adversarial rows (as test_adversarial_cases): a flat box, centres exactly on the reach,
+    # everything kept, nothing kept
+    rotation[:4] = torch.eye(3, dtype=dtype)
+    aabb[0] = torch.tensor([[-0.1, -0.1, 0.0], [0.1, 0.1, 0.0]], dtype=dtype)
+    offset[1], reach[1] = 0.0, 0.05
+    aabb[1] = torch.tensor([[-0.06, -0.06, -0.06], [0.06, 0.06, 0.06]], dtype=dtype)
+    reach[2] = 1e9
+    offset[3] = 1e9
+    want = locc_crop(aabb, rotation, offset, reach, grid)
+    got = locc_crop(*to_dev(aabb, rotation, offset, reach), grid)
+    close(want.weights, got.weights, rtol=0, atol=0, name="weights")
+    close(want.count, got.count, rtol=0, atol=0, name="count")
+    tol = 1e-12 if dtype == torch.float64 else 1e-6
+    close(want.mean_own, got.mean_own, rtol=tol, atol=tol, name="mean_own")
