@@ -18,7 +18,8 @@ distance away from feature changes (d/dt_A = n, d/dt_B = −n, rotations through
 For colliding pairs the witnesses are taken where bisection separated the pair, and the gradient is
 the derivative of the penetration estimate -t by implicit differentiation of the touching condition
 along the separating plane there (it pushes A out of B; away from feature changes and to the
-bisection's `tol`, it is the exact derivative of the value, including the turn of the centre line). Pairs beyond `upper_bound` get value `upper_bound` and zero gradient.
+bisection's `tol`, it is the exact derivative of the value, including the turn of the centre
+line). Pairs beyond `upper_bound` get value `upper_bound` and zero gradient.
 """
 
 from __future__ import annotations
