@@ -3,9 +3,12 @@
 Checkpoints written by training carry the network's configuration as plain data
 (`contactnet_net_config`: nested dicts with `_target_` class names). Loading reads the file with
 `torch.load(weights_only=True)` (tensors and plain containers only) and builds the network from
-an allow-list of contactnet classes, so a malicious file cannot run anything.
+an allow-list of contactnet classes, so a malicious file cannot run anything. Training's own
+reads of checkpoints (resuming with `ckpt_path`, testing the best one) pass `weights_only=True` to
+Lightning, which hands it to the same restricted `torch.load` (`contactnet.training.train`).
 """
 
+import pickle
 from pathlib import Path
 
 import torch
@@ -29,9 +32,19 @@ def build_net(config: dict) -> torch.nn.Module:
     return ALLOWED[target](**kwargs)
 
 
+def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
+    """The contents of a checkpoint file, unpickled with `weights_only=True`: a file holding
+    anything but tensors and plain containers (a pickled callable, a class) is refused unread."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise ValueError(f"path: {path} holds objects other than tensors and plain containers; "
+                         f"refusing to unpickle it ({error})") from error
+
+
 def load_model(path: str | Path, map_location: str | torch.device = "cpu") -> CollisionNet:
     """The trained network of a training checkpoint, in eval mode."""
-    checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    checkpoint = read_checkpoint(path, map_location)
     config = checkpoint.get("contactnet_net_config")
     if not isinstance(config, dict):
         raise ValueError(f"path: {path} is not a contactnet training checkpoint (no network config)")

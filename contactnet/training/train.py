@@ -50,10 +50,13 @@ def train(cfg: DictConfig) -> dict:
     callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values()]
     trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
-    trainer.fit(model, datamodule, ckpt_path=cfg.ckpt_path)
+    # weights_only=True: Lightning reads `ckpt_path` with the restricted torch.load that
+    # contactnet.models.load_model uses, so resuming from a crafted file cannot run code. Explicit,
+    # because torch's default yields to the TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD environment variable.
+    trainer.fit(model, datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
     checkpoint = next((c for c in callbacks if isinstance(c, L.pytorch.callbacks.ModelCheckpoint)), None)
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
-    tested = trainer.test(model, datamodule, ckpt_path=best, verbose=False)
+    tested = trainer.test(model, datamodule, ckpt_path=best, verbose=False, weights_only=True)
     metrics = {k: float(v) for result in tested for k, v in result.items()}
     results = {"metrics": metrics, "reports": model.test_reports, "baselines": baseline_reports(datamodule),
                "best_checkpoint": best}

@@ -1,7 +1,11 @@
 """Every config group instantiates, and every experiment runs one fast_dev_run step on CPU."""
 
+import csv
+import json
+import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import hydra
 import pytest
@@ -9,6 +13,7 @@ import torch
 
 from contactnet.models import load_model
 from contactnet.training.evaluate import evaluate
+from contactnet.training.module import group_logits
 from contactnet.training.train import train
 from tests.training.conftest import EXPERIMENTS, ROOT, compose_train
 
@@ -54,28 +59,97 @@ def test_data_efficiency_sweep_and_table(tmp_path, tiny_data):
     assert "| locc |" in table and (tmp_path / "table.csv").exists()
 
 
+def _validated_epochs(run: Path) -> set[int]:
+    """The epochs whose validation metrics the CSV logger wrote in a run's folder."""
+    with open(run / "csv" / "version_0" / "metrics.csv") as f:
+        return {int(row["epoch"]) for row in csv.DictReader(f) if row["val/loss"]}
+
+
 def test_checkpoint_round_trip_and_resume(tmp_path, tiny_data):
     cfg = compose_train(tmp_path, tiny_data, ["trainer.max_epochs=1"])
     results = train(cfg)
     net = load_model(results["best_checkpoint"])
     assert not net.training
-    state = torch.load(results["best_checkpoint"], weights_only=True)["state_dict"]
-    torch.testing.assert_close(net.encoder.out.weight, state["net.encoder.out.weight"])
+    # load_model builds the net from the stored plain config (not from Hydra): it predicts what the
+    # training config's network with the checkpoint's weights predicts, on a real batch.
+    module = hydra.utils.instantiate(cfg.model)
+    module.load_state_dict(torch.load(results["best_checkpoint"], weights_only=True)["state_dict"])
+    datamodule = hydra.utils.instantiate(cfg.datamodule)
+    datamodule.setup()
+    batch = next(iter(datamodule.test_dataloader()[0]))
+    with torch.no_grad():
+        torch.testing.assert_close(group_logits(net, batch)[0], group_logits(module.net.eval(), batch)[0],
+                                   rtol=0, atol=0)
     # eval.py's scoring of the best checkpoint reproduces the test accuracy of training.
     scores = evaluate(results["best_checkpoint"], str(tiny_data / "procedural_tiny"))
     for split in ("test_known", "test_unknown"):
         assert scores[split]["acc"] == pytest.approx(results["metrics"][f"{split}/acc"], abs=1e-6)
-    # Resume from the last checkpoint for one more epoch.
-    cfg2 = compose_train(tmp_path / "resumed", tiny_data, ["trainer.max_epochs=2",
-                                                          f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}"])
-    train(cfg2)
+    # Resume from the last checkpoint for one more epoch: the run continues where the first one
+    # stopped (a fresh two-epoch run would also end at epoch 1, but would log epoch 0 again).
+    first = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    resumed_dir = tmp_path / "resumed"
+    cfg2 = compose_train(resumed_dir, tiny_data, ["trainer.max_epochs=2",
+                                                 f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}"])
+    resumed_results = train(cfg2)
+    resumed = torch.load(resumed_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    assert (first["epoch"], resumed["epoch"]) == (0, 1)
+    assert first["global_step"] > 0 and resumed["global_step"] == 2 * first["global_step"]
+    assert any(not torch.equal(resumed["state_dict"][k], v) for k, v in first["state_dict"].items())
+    assert _validated_epochs(tmp_path) == {0} and _validated_epochs(resumed_dir) == {1}
+    written = json.loads((resumed_dir / "metrics.json").read_text())
+    assert written["metrics"] == resumed_results["metrics"] and "test_unknown/acc" in written["metrics"]
 
 
-def test_load_model_refuses_unknown_classes(tmp_path):
-    torch.save({"contactnet_net_config": {"_target_": "os.system", "command": "true"}, "state_dict": {}},
-               tmp_path / "evil.ckpt")
-    with pytest.raises(ValueError, match="not one of"):
+class _WritesFile:
+    """Unpickling this object runs `exec`, which writes `path`: a live exploit to be refused."""
+
+    def __init__(self, path: Path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return exec, (f"open({self.path!r}, 'w').write('pwned')",)
+
+
+def _malicious_checkpoint(tmp_path: Path) -> tuple[Path, Path]:
+    """A checkpoint-shaped file whose unpickling writes the returned marker file (checked live)."""
+    marker, ckpt = tmp_path / "pwned", tmp_path / "evil.ckpt"
+    torch.save({"contactnet_net_config": {"_target_": "contactnet.models.LOCC"}, "state_dict": {}, "epoch": 0,
+                "global_step": 0, "payload": _WritesFile(marker)}, ckpt)
+    torch.load(ckpt, weights_only=False)  # an unrestricted load runs the payload ...
+    assert marker.read_text() == "pwned"
+    marker.unlink()  # ... so the loaders under test must not
+    return ckpt, marker
+
+
+# TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD turns torch.load's default into a full unpickling: only a loader
+# that asks for weights_only=True explicitly stays safe under it.
+def test_load_model_refuses_a_malicious_pickle_and_runs_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    ckpt, marker = _malicious_checkpoint(tmp_path)
+    with pytest.raises(ValueError, match="refusing to unpickle"):
+        load_model(ckpt)
+    assert not marker.exists()
+
+
+def test_resume_refuses_a_malicious_checkpoint_and_runs_nothing(tmp_path, tiny_data, monkeypatch):
+    """`ckpt_path` goes to Lightning, which must read it with the same restricted torch.load."""
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    ckpt, marker = _malicious_checkpoint(tmp_path)
+    cfg = compose_train(tmp_path / "run", tiny_data, ["trainer.max_epochs=1", f"ckpt_path={ckpt}"])
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        train(cfg)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("where", ["top", "nested"])
+def test_load_model_refuses_classes_outside_the_allow_list(tmp_path, where):
+    marker = tmp_path / "ran"
+    evil = {"_target_": "os.system", "command": f"touch {marker}"}
+    config = evil if where == "top" else {"_target_": "contactnet.models.LOCC", "encoder": evil}
+    torch.save({"contactnet_net_config": config, "state_dict": {}}, tmp_path / "evil.ckpt")
+    with pytest.raises(ValueError, match="'os.system' is not one of"):
         load_model(tmp_path / "evil.ckpt")
+    assert not marker.exists()
 
 
 def test_ddp_two_cpu_processes(tmp_path, tiny_data):
