@@ -54,7 +54,8 @@ def train(cfg: DictConfig) -> dict:
     # contactnet.models.load_model uses, so resuming from a crafted file cannot run code. Explicit,
     # because torch's default yields to the TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD environment variable.
     trainer.fit(model, datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
-    checkpoint = next((c for c in callbacks if isinstance(c, L.pytorch.callbacks.ModelCheckpoint)), None)
+    # The checkpoint callback that keeps the best epoch (the other one keeps the latest, last.ckpt).
+    checkpoint = next((c for c in callbacks if isinstance(c, L.pytorch.callbacks.ModelCheckpoint) and c.monitor), None)
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
     tested = trainer.test(model, datamodule, ckpt_path=best, verbose=False, weights_only=True)
     metrics = {k: float(v) for result in tested for k, v in result.items()}

@@ -66,7 +66,7 @@ def _validated_epochs(run: Path) -> set[int]:
 
 
 def test_checkpoint_round_trip_and_resume(tmp_path, tiny_data):
-    cfg = compose_train(tmp_path, tiny_data, ["trainer.max_epochs=1"])
+    cfg = compose_train(tmp_path, tiny_data, ["trainer.max_epochs=2"])
     results = train(cfg)
     net = load_model(results["best_checkpoint"])
     assert not net.training
@@ -84,18 +84,20 @@ def test_checkpoint_round_trip_and_resume(tmp_path, tiny_data):
     scores = evaluate(results["best_checkpoint"], str(tiny_data / "procedural_tiny"))
     for split in ("test_known", "test_unknown"):
         assert scores[split]["acc"] == pytest.approx(results["metrics"][f"{split}/acc"], abs=1e-6)
-    # Resume from the last checkpoint for one more epoch: the run continues where the first one
-    # stopped (a fresh two-epoch run would also end at epoch 1, but would log epoch 0 again).
+    # last.ckpt is the final epoch's state, whether or not that epoch improved val AP.
+    steps = len(datamodule.train_dataloader())
     first = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert (first["epoch"], first["global_step"]) == (1, 2 * steps)
+    # Resumed from it for one more epoch, the run continues where the first one stopped (a fresh
+    # three-epoch run would end at the same epoch and step, but would validate epochs 0 and 1 again).
     resumed_dir = tmp_path / "resumed"
-    cfg2 = compose_train(resumed_dir, tiny_data, ["trainer.max_epochs=2",
+    cfg2 = compose_train(resumed_dir, tiny_data, ["trainer.max_epochs=3",
                                                  f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}"])
     resumed_results = train(cfg2)
     resumed = torch.load(resumed_dir / "checkpoints" / "last.ckpt", weights_only=True)
-    assert (first["epoch"], resumed["epoch"]) == (0, 1)
-    assert first["global_step"] > 0 and resumed["global_step"] == 2 * first["global_step"]
+    assert (resumed["epoch"], resumed["global_step"]) == (2, 3 * steps)
     assert any(not torch.equal(resumed["state_dict"][k], v) for k, v in first["state_dict"].items())
-    assert _validated_epochs(tmp_path) == {0} and _validated_epochs(resumed_dir) == {1}
+    assert _validated_epochs(tmp_path) == {0, 1} and _validated_epochs(resumed_dir) == {2}
     written = json.loads((resumed_dir / "metrics.json").read_text())
     assert written["metrics"] == resumed_results["metrics"] and "test_unknown/acc" in written["metrics"]
 
