@@ -1,7 +1,12 @@
-"""Shared test fixtures: the devices to run on (CUDA tests skip, never fail, without a GPU)."""
+"""Shared test fixtures: the devices to run on (CUDA tests skip, never fail, without a GPU) and one
+tiny procedural dataset per test session."""
+
+from pathlib import Path
 
 import pytest
 import torch
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 DEVICES = [
     "cpu",
@@ -28,3 +33,19 @@ ACCELERATORS = DEVICES[1:]
 @pytest.fixture(params=ACCELERATORS)
 def accelerator(request) -> str:
     return request.param
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory) -> Path:
+    """A data root holding `procedural_tiny/` (the `data=procedural_tiny` config), generated once per
+    session and shared: tests read it (the partial views its objects render on first use are the
+    only thing added to it). Tests of generation itself make their own (tests/data/test_generate.py)."""
+    from hydra import compose, initialize_config_dir
+
+    from contactnet.data.generate import generate
+
+    root = tmp_path_factory.mktemp("data")
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("train", overrides=["data=procedural_tiny"])
+    generate(cfg.data, root / "procedural_tiny", progress=False)
+    return root

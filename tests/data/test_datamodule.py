@@ -1,31 +1,21 @@
 """The DataModule: group batches, rotation augmentation that preserves the occupied space (and
 so the exact label), reproducibility, clear errors."""
 
-from pathlib import Path
-
 import lightning as L
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
 from contactnet.data.datamodule import EpochSampler, PairDataModule
-from contactnet.data.generate import run
 from contactnet.data.objects import load_object_set
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.geometry.poses import transform_points
 from contactnet.ops import mesh_collide
 
-CONF = str(Path(__file__).resolve().parents[2] / "conf")
-
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose("generate", overrides=["data=procedural_tiny", f"out_dir={root}", "progress=false"])
-    run(cfg)
-    return root
+def dataset(tiny_data):
+    return tiny_data / "procedural_tiny"
 
 
 def _batch(dm, split="train"):

@@ -45,8 +45,8 @@ def test_every_notebook_has_a_check():
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
-def test_notebook_runs_and_its_results_hold(name, tmp_path, monkeypatch):
-    monkeypatch.setenv("CONTACTNET_NOTEBOOK_DATA", str(tmp_path / "data"))
+def test_notebook_runs_and_its_results_hold(name, tiny_data, monkeypatch):
+    monkeypatch.setenv("CONTACTNET_NOTEBOOK_DATA", str(tiny_data))  # the session's tiny dataset, not a new one
     monkeypatch.setenv("CONTACTNET_NOTEBOOK_EPOCHS", "40")  # 2 or 8 epochs: every prediction is "colliding"
     monkeypatch.setenv("CONTACTNET_NOTEBOOK_SIM_SECONDS", "0.15")
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)

@@ -1,26 +1,14 @@
-"""Composed real configs forced onto CPU and a tiny dataset made once per test session."""
+"""Composed real configs forced onto CPU (the tiny dataset is tests/conftest.py's `tiny_data`)."""
 
 from pathlib import Path
 
-import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
-from contactnet.data.generate import generate
-
 ROOT = Path(__file__).resolve().parents[2]
 CONF = str(ROOT / "conf")
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
-
-
-@pytest.fixture(scope="session")
-def tiny_data(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("data")
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose("train", overrides=["data=procedural_tiny"])
-    generate(cfg.data, root / "procedural_tiny", progress=False)
-    return root
 
 
 def compose_train(tmp_path: Path, data_dir: Path, overrides=()):
