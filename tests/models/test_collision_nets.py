@@ -232,7 +232,7 @@ def test_locc_compiles_without_graph_breaks():
     points, normals = _clouds(2)
     emb = net.encode(points, normals)
     pa, pb = _poses((2, 8), 1), _poses((2, 8), 2)
-    compiled = torch.compile(net.predict, fullgraph=True)
+    compiled = torch.compile(net.predict, backend="eager", fullgraph=True)  # graph breaks show while tracing
     with torch.no_grad():
         torch.testing.assert_close(compiled(_grouped(emb), _grouped(emb), pa, pb),
                                    net.predict(_grouped(emb), _grouped(emb), pa, pb), atol=1e-5, rtol=1e-5)
