@@ -249,10 +249,9 @@ class Stepper:
         """(E,) bound on the largest vertex displacement of a step dq (E, B, 12)."""
         return (dq[..., :3].norm(dim=-1) + dq[..., 3:].norm(dim=-1) * self.packed.radius).amax(1)
 
-    def _ccd(self, q0, q1, cand: ipc.Candidates) -> torch.Tensor:
-        """(E,) largest collision-free fraction of the move q0 → q1 (conservative). cand: a
+    def _ccd(self, x0, x1, cand: ipc.Candidates) -> torch.Tensor:
+        """(E,) largest collision-free fraction of the move x0 → x1 (V, 3) (conservative). cand: a
         superset of the pairs whose swept boxes meet."""
-        x0, x1 = self.positions(q0), self.positions(q1)
         alpha = torch.ones(self.num_envs, dtype=self.dtype, device=self.device)
         if cand.count:  # a shape, not a value: no sync
             toi = ipc.ccd_time_of_impact(x0, x1, self.faces, self.edges, cand, 0.0, 1.0, 0.9)
@@ -293,17 +292,17 @@ class Stepper:
         time_next = self.time + self.dt
         q_hat, w = self._targets(time_next, mode)
         x_t = self.positions(self.q)
-        lag = self._friction_lag(mode.search(self.packed, x_t, None, self.dhat))
+        # Pairs within d̂ at the start: friction's lagged pairs, and the candidates of the first
+        # energy and Newton iteration (later ones use the pairs along the last Newton segment).
+        near = mode.search(self.packed, x_t, None, self.dhat)
+        lag = self._friction_lag(near)
         q = self.q.clone()
-        energy = self._energy(q, q_hat, w, x_t, lag, mode.search(self.packed, self.positions(q), None, self.dhat))
+        energy = self._energy(q, q_hat, w, x_t, lag, near)
         mode.begin_newton(energy)
         done = torch.zeros(E, dtype=torch.bool, device=self.device)
         converged = torch.zeros(E, dtype=torch.bool, device=self.device)
         iterations = torch.zeros(E, dtype=torch.int64, device=self.device)
         it = 0
-        # Pairs that can come within d̂ at the next Newton iterate: those at q, then those along
-        # the last Newton segment.
-        near = mode.search(self.packed, self.positions(q), None, self.dhat)
         for it in range(1, mode.newton_iterations + 1):
             grad, H = self._gradient_hessian(q, q_hat, w, x_t, lag, near)
             dq, factorised = self._solve(grad, H, mode)
@@ -318,8 +317,9 @@ class Stepper:
             dq = torch.where(done[:, None, None], 0.0, dq)
             # One swept search serves the whole segment q → q + dq: every pair that meets (CCD)
             # or comes within d̂ (line-search energies, the next Newton iteration) on the way.
-            near = mode.search(self.packed, self.positions(q), self.positions(q + dq), self.dhat)
-            alpha = self._ccd(q, q + dq, near)
+            x0, x1 = self.positions(q), self.positions(q + dq)
+            near = mode.search(self.packed, x0, x1, self.dhat)
+            alpha = self._ccd(x0, x1, near)
             accepted = done.clone()
             for _ in range(mode.line_search_trials):
                 trial = q + alpha[:, None, None] * dq
