@@ -51,6 +51,7 @@ class StepMode:
     newton_iterations: int  # the most Newton iterations a step runs
     line_search_trials: int  # the most energy trials per Newton iteration
     updates_in_place: bool  # the step writes q, qdot, time, contact_forces into the old tensors
+    reuses_between_steps: bool  # a step may reuse what the last one found (never under graph capture)
 
     def __init__(self, on_failure: str, device: torch.device):
         self.on_failure = on_failure
@@ -75,6 +76,7 @@ class Adaptive(StepMode):
 
     line_search_trials = 40
     updates_in_place = False
+    reuses_between_steps = True
 
     def __init__(self, max_iterations: int, on_failure: str, device: torch.device):
         super().__init__(on_failure, device)
@@ -134,6 +136,7 @@ class FixedShape(StepMode):
     non-finite states, candidate overflow and non-convergence are recorded for `validate()`."""
 
     updates_in_place = True  # a replayed CUDA graph advances the state
+    reuses_between_steps = False  # tensors from before a capture would be stale in its replays
 
     def __init__(self, iterations: int, line_search_steps: int, max_candidates: int, max_contacts: int,
                  num_envs: int, on_failure: str, device: torch.device):

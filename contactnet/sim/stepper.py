@@ -157,6 +157,7 @@ class Stepper:
             fixed_iterations, line_search_steps, self.max_candidates, self.max_contacts, self.num_envs, on_failure,
             self.device)
         self.kappa = float(kappa) if kappa is not None else self._auto_kappa()
+        self._end_contacts = None  # (q, d̂, positions, pairs within d̂) at the end of the last step
         self._coefficients = potential.Coefficients(self.dt, self.dhat, self.kappa, self.eps_v)
         self._check_initial_state()
 
@@ -291,10 +292,9 @@ class Stepper:
         mode.start()
         time_next = self.time + self.dt
         q_hat, w = self._targets(time_next, mode)
-        x_t = self.positions(self.q)
         # Pairs within d̂ at the start: friction's lagged pairs, and the candidates of the first
         # energy and Newton iteration (later ones use the pairs along the last Newton segment).
-        near = mode.search(self.packed, x_t, None, self.dhat)
+        x_t, near = self._contacts_at_start(mode)
         lag = self._friction_lag(near)
         q = self.q.clone()
         energy = self._energy(q, q_hat, w, x_t, lag, near)
@@ -344,11 +344,22 @@ class Stepper:
         mode.report(converged, stacklevel=3)
         return info
 
+    def _contacts_at_start(self, mode: StepMode) -> tuple[torch.Tensor, ipc.Candidates]:
+        """Positions at q (V, 3) and the pairs within d̂ there: what the last step's `_finish`
+        found, when the mode allows and q and d̂ are still what they were then."""
+        last = self._end_contacts
+        if mode.reuses_between_steps and last is not None and last[1] == self.dhat and torch.equal(last[0], self.q):
+            return last[2], last[3]
+        x = self.positions(self.q)
+        return x, mode.search(self.packed, x, None, self.dhat)
+
     def _finish(self, x_t, lag, iterations, converged, it, mode: StepMode) -> StepInfo:
         """Contact forces (−∇ of barrier and friction per body) and contact statistics."""
         E, B = self.num_envs, self.max_bodies
         x = self.positions(self.q)
         cand = mode.search(self.packed, x, None, self.dhat)
+        if mode.reuses_between_steps:  # the next step starts here unless q is changed in between
+            self._end_contacts = (self.q.clone(), self.dhat, x, cand)
         forces = torch.zeros(E * B, 3, dtype=self.dtype, device=self.device)
         contacts = torch.zeros(E, dtype=torch.int64, device=self.device)
         min_distance = torch.full((E,), float("inf"), dtype=self.dtype, device=self.device)
