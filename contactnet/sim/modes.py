@@ -11,7 +11,6 @@ records what it cannot check on the device, and `validate()` raises it later.
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 
 import torch
@@ -56,10 +55,6 @@ class StepMode:
     def __init__(self, on_failure: str, device: torch.device):
         self.on_failure = on_failure
         self.device = device
-
-    def context(self):
-        """Context a step runs in."""
-        return contextlib.nullcontext()
 
     def start(self) -> None:
         """A step begins (before its first search)."""
@@ -147,9 +142,6 @@ class FixedShape(StepMode):
         self.pending_nonfinite = torch.zeros(num_envs, dtype=torch.bool, device=device)
         self.pending_unconverged = torch.zeros(num_envs, dtype=torch.bool, device=device)
         self.pending_overflow = torch.zeros((), dtype=torch.bool, device=device)
-
-    def context(self):
-        return ipc.trusted_indices()
 
     def begin_newton(self, energy: torch.Tensor) -> None:
         self.broken = ~torch.isfinite(energy)  # non-finite energy or Newton direction
