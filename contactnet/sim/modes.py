@@ -11,7 +11,9 @@ records what it cannot check on the device, and `validate()` raises it later.
 
 from __future__ import annotations
 
+import abc
 import warnings
+from collections.abc import Callable
 
 import torch
 
@@ -44,8 +46,9 @@ def report_unconverged(on_failure: str, unconverged: torch.Tensor, total: int, s
     warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel + 1)
 
 
-class StepMode:
-    """What every mode shares: a per-step candidate-overflow flag (for `StepInfo`)."""
+class StepMode(abc.ABC):
+    """The parts of a step that depend on the mode, in the order `Stepper._step` calls them; and a
+    per-step candidate-overflow flag (for `StepInfo`)."""
 
     newton_iterations: int  # the most Newton iterations a step runs
     line_search_trials: int  # the most energy trials per Newton iteration
@@ -60,8 +63,39 @@ class StepMode:
         """A step begins (before its first search)."""
         self.step_overflow = torch.zeros((), dtype=torch.bool, device=self.device)
 
+    normalize_script: Callable[[torch.Tensor], torch.Tensor]  # makes scripted poses' quaternions unit
+
+    @abc.abstractmethod
+    def search(self, scene: PackedScene, x0, x1, reach: float) -> ipc.Candidates:
+        """Pairs within `reach` at x0, or along x0 → x1 (see `contact_search`)."""
+
     def begin_newton(self, energy: torch.Tensor) -> None:
         """The step's starting energy (E,) is known; Newton iterations follow."""
+
+    @abc.abstractmethod
+    def solve(self, H, grad, scale, eye) -> tuple[torch.Tensor, torch.Tensor]:
+        """Newton direction −H⁻¹g (E, n) and (E,) bool: H factorised; scale (E,) sizes shifts."""
+
+    @abc.abstractmethod
+    def screen(self, dq: torch.Tensor, factorised: torch.Tensor) -> torch.Tensor:
+        """The Newton step to take from a solved direction dq (E, B, 12)."""
+
+    @abc.abstractmethod
+    def stop(self, mask: torch.Tensor) -> bool:
+        """Whether a loop (Newton, line search) ends early because `mask` (E,) holds everywhere."""
+
+    @abc.abstractmethod
+    def settle(self, q: torch.Tensor, q_old: torch.Tensor, converged: torch.Tensor):
+        """The step's final state (E, B, 12) and convergence (E,), given the one it started from."""
+
+    @abc.abstractmethod
+    def report(self, converged: torch.Tensor, stacklevel: int) -> None:
+        """After the step is stored: report what did not converge (stacklevel as `warnings.warn`
+        would take it in the caller)."""
+
+    @abc.abstractmethod
+    def validate(self, stacklevel: int) -> None:
+        """Raise what steps left unchecked (see `Stepper.validate`)."""
 
 
 class Adaptive(StepMode):
@@ -78,8 +112,7 @@ class Adaptive(StepMode):
         self.newton_iterations = max_iterations
 
     def stop(self, mask: torch.Tensor) -> bool:
-        """Whether a loop may end because `mask` (E,) holds everywhere (reads it on the host)."""
-        return bool(mask.all())
+        return bool(mask.all())  # a host read
 
     normalize_script = staticmethod(checked_script_poses)
 
@@ -99,7 +132,6 @@ class Adaptive(StepMode):
         return -torch.cholesky_solve(grad[..., None], L)[..., 0], info == 0
 
     def screen(self, dq: torch.Tensor, factorised: torch.Tensor) -> torch.Tensor:
-        """The Newton step to take from a solved direction dq (E, B, 12)."""
         return dq
 
     def settle(self, q: torch.Tensor, q_old: torch.Tensor, converged: torch.Tensor):
@@ -110,8 +142,7 @@ class Adaptive(StepMode):
         return q, converged
 
     def report(self, converged: torch.Tensor, stacklevel: int) -> None:
-        """After the step is stored: report environments that did not converge (stacklevel as
-        `warnings.warn` would take it in the caller)."""
+        """Warn, raise or stay quiet (per on_failure) about environments that did not converge."""
         if not bool(converged.all()):
             report_unconverged(self.on_failure, ~converged, self.newton_iterations, stacklevel + 1)
 
