@@ -1,0 +1,236 @@
+"""How a step runs: adaptively (Newton to the tolerance, with host reads) or as one fixed-shape flow.
+
+`Stepper._step` is one sequence of operations; a step mode supplies the parts where the two ways
+differ: how many Newton iterations and line-search trials run (and whether to stop early), which
+candidate search (compacted or padded), how a Hessian that Cholesky cannot factorise is shifted,
+what happens to non-finite results, how the new state is stored and how failures are reported.
+
+`FixedShape` runs no host sync and no data-dependent shape (a CUDA graph can capture its step): it
+records what it cannot check on the device, and `validate()` raises it later.
+"""
+
+from __future__ import annotations
+
+import abc
+import warnings
+from collections.abc import Callable
+
+import torch
+
+from contactnet.geometry.poses import unit_quaternion_poses
+from contactnet.ops import ipc
+from contactnet.sim import contact_search
+from contactnet.sim.packed import PackedScene, checked_script_poses
+
+__all__ = ["Adaptive", "CandidateOverflow", "FixedShape", "StepMode", "StepNotConverged"]
+
+
+class StepNotConverged(RuntimeError):
+    """A step whose Newton solve did not reach the tolerance (raised when on_failure='raise')."""
+
+
+class CandidateOverflow(RuntimeError):
+    """A fixed-capacity candidate search found more pairs than `max_candidates` / `max_contacts`
+    (raised by `Stepper.validate`): contacts were dropped, so the state may penetrate."""
+
+
+def report_unconverged(on_failure: str, unconverged: torch.Tensor, total: int, stacklevel: int) -> None:
+    """Warn, raise StepNotConverged or stay quiet (per on_failure) about environments that did not
+    converge within `total` Newton iterations; stacklevel counts from the caller."""
+    if on_failure == "ignore":
+        return
+    envs = torch.nonzero(unconverged).flatten().tolist()
+    msg = (f"Newton did not converge within {total} iterations in environments {envs[:10]}"
+           f"{' ...' if len(envs) > 10 else ''} (state is intersection-free but not at the minimum)")
+    if on_failure == "raise":
+        raise StepNotConverged(msg)
+    warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel + 1)
+
+
+class StepMode(abc.ABC):
+    """The parts of a step that depend on the mode, in the order `Stepper._step` calls them; and a
+    per-step candidate-overflow flag (for `StepInfo`)."""
+
+    newton_iterations: int  # the most Newton iterations a step runs
+    line_search_trials: int  # the most energy trials per Newton iteration
+    updates_in_place: bool  # the step writes q, qdot, time, contact_forces into the old tensors
+    reuses_between_steps: bool  # a step may reuse what the last one found (never under graph capture)
+
+    def __init__(self, on_failure: str, device: torch.device):
+        self.on_failure = on_failure
+        self.device = device
+
+    def start(self) -> None:
+        """A step begins (before its first search)."""
+        self.step_overflow = torch.zeros((), dtype=torch.bool, device=self.device)
+
+    normalize_script: Callable[[torch.Tensor], torch.Tensor]  # makes scripted poses' quaternions unit
+
+    @abc.abstractmethod
+    def search(self, scene: PackedScene, x0, x1, reach: float) -> ipc.Candidates:
+        """Pairs within `reach` at x0, or along x0 → x1 (see `contact_search`)."""
+
+    def begin_newton(self, energy: torch.Tensor) -> None:
+        """The step's starting energy (E,) is known; Newton iterations follow."""
+
+    @abc.abstractmethod
+    def solve(self, H, grad, scale, eye) -> tuple[torch.Tensor, torch.Tensor]:
+        """Newton direction −H⁻¹g (E, n) and (E,) bool: H factorised; scale (E,) sizes shifts."""
+
+    @abc.abstractmethod
+    def screen(self, dq: torch.Tensor, factorised: torch.Tensor) -> torch.Tensor:
+        """The Newton step to take from a solved direction dq (E, B, 12)."""
+
+    @abc.abstractmethod
+    def stop(self, mask: torch.Tensor) -> bool:
+        """Whether a loop (Newton, line search) ends early because `mask` (E,) holds everywhere."""
+
+    @abc.abstractmethod
+    def settle(self, q: torch.Tensor, q_old: torch.Tensor, converged: torch.Tensor):
+        """The step's final state (E, B, 12) and convergence (E,), given the one it started from."""
+
+    @abc.abstractmethod
+    def report(self, converged: torch.Tensor, stacklevel: int) -> None:
+        """After the step is stored: report what did not converge (stacklevel as `warnings.warn`
+        would take it in the caller)."""
+
+    @abc.abstractmethod
+    def validate(self, stacklevel: int) -> None:
+        """Raise what steps left unchecked (see `Stepper.validate`)."""
+
+
+class Adaptive(StepMode):
+    """Newton until every environment meets the tolerance (at most `max_iterations`), a line search
+    that stops at the first decrease, checked scripts and candidate lists compacted to their size;
+    a step raises on a non-finite state and reports non-convergence as on_failure says."""
+
+    line_search_trials = 40
+    updates_in_place = False
+    reuses_between_steps = True
+
+    def __init__(self, max_iterations: int, on_failure: str, device: torch.device):
+        super().__init__(on_failure, device)
+        self.newton_iterations = max_iterations
+
+    def stop(self, mask: torch.Tensor) -> bool:
+        return bool(mask.all())  # a host read
+
+    normalize_script = staticmethod(checked_script_poses)
+
+    def search(self, scene: PackedScene, x0, x1, reach: float) -> ipc.Candidates:
+        return contact_search.search(scene, x0, x1, reach)
+
+    def solve(self, H, grad, scale, eye):
+        """−H⁻¹g, shifting only environments whose H does not factorise (flat shells, free affine
+        modes) by growing multiples of `scale`; and (E,) bool: H factorised."""
+        shift = torch.zeros(H.shape[0], dtype=H.dtype, device=H.device)
+        for _ in range(8):
+            L, info = torch.linalg.cholesky_ex(H + (shift * scale)[:, None, None] * eye)
+            bad = info != 0
+            if not bool(bad.any()):
+                break
+            shift = torch.where(bad, torch.where(shift == 0, 1e-12, shift * 100), shift)
+        return -torch.cholesky_solve(grad[..., None], L)[..., 0], info == 0
+
+    def screen(self, dq: torch.Tensor, factorised: torch.Tensor) -> torch.Tensor:
+        return dq
+
+    def settle(self, q: torch.Tensor, q_old: torch.Tensor, converged: torch.Tensor):
+        """The step's final state and convergence: raises FloatingPointError if q is non-finite."""
+        if not bool(torch.isfinite(q).all()):
+            bad = torch.nonzero(~torch.isfinite(q).all(2).all(1)).flatten().tolist()
+            raise FloatingPointError(f"step produced a non-finite state in environments {bad}")
+        return q, converged
+
+    def report(self, converged: torch.Tensor, stacklevel: int) -> None:
+        """Warn, raise or stay quiet (per on_failure) about environments that did not converge."""
+        if not bool(converged.all()):
+            report_unconverged(self.on_failure, ~converged, self.newton_iterations, stacklevel + 1)
+
+    def validate(self, stacklevel: int) -> None:
+        """Adaptive steps check themselves: nothing is left to raise."""
+
+
+class FixedShape(StepMode):
+    """Exactly `iterations` Newton iterations and `line_search_steps` trials, padded candidate lists
+    of `max_candidates` (swept) / `max_contacts` (within d̂) rows, a fixed ladder of Cholesky shifts,
+    and no checks: an environment whose direction or state goes non-finite keeps its old state, and
+    non-finite states, candidate overflow and non-convergence are recorded for `validate()`."""
+
+    updates_in_place = True  # a replayed CUDA graph advances the state
+    reuses_between_steps = False  # tensors from before a capture would be stale in its replays
+
+    def __init__(self, iterations: int, line_search_steps: int, max_candidates: int, max_contacts: int,
+                 num_envs: int, on_failure: str, device: torch.device):
+        super().__init__(on_failure, device)
+        self.newton_iterations, self.line_search_trials = iterations, line_search_steps
+        self.max_candidates, self.max_contacts = max_candidates, max_contacts
+        # What steps leave for validate(): per environment, and for the searches.
+        self.pending_nonfinite = torch.zeros(num_envs, dtype=torch.bool, device=device)
+        self.pending_unconverged = torch.zeros(num_envs, dtype=torch.bool, device=device)
+        self.pending_overflow = torch.zeros((), dtype=torch.bool, device=device)
+
+    def begin_newton(self, energy: torch.Tensor) -> None:
+        self.broken = ~torch.isfinite(energy)  # non-finite energy or Newton direction
+        self.stuck = torch.zeros_like(self.broken)  # H never factorised
+
+    def stop(self, mask: torch.Tensor) -> bool:
+        return False  # no host read: environments that are done take zero steps
+
+    # Unchecked (a check syncs); a bad script shows up in validate().
+    normalize_script = staticmethod(unit_quaternion_poses)
+
+    def search(self, scene: PackedScene, x0, x1, reach: float) -> ipc.Candidates:
+        found = contact_search.search_padded(scene, x0, x1, reach,
+                                             self.max_contacts if x1 is None else self.max_candidates)
+        self.pending_overflow |= found.overflow
+        self.step_overflow |= found.overflow
+        return found.candidates
+
+    def solve(self, H, grad, scale, eye):
+        """−H⁻¹g with the first of a fixed ladder of shifts that factorises; 0 where none does
+        (non-finite where grad or H are); and (E,) bool: H factorised."""
+        L, info = torch.linalg.cholesky_ex(H)
+        for shift in (1e-9, 1e-4):
+            L2, info2 = torch.linalg.cholesky_ex(H + (shift * scale)[:, None, None] * eye)
+            use = (info != 0) & (info2 == 0)
+            L = torch.where(use[:, None, None], L2, L)
+            info = torch.where(use, 0, info)
+        dq = -torch.cholesky_solve(grad[..., None], L)[..., 0]
+        finite_input = torch.isfinite(grad).all(1) & torch.isfinite(H).all((1, 2))
+        return torch.where(((info == 0) | ~finite_input)[:, None], dq, 0.0), info == 0
+
+    def screen(self, dq: torch.Tensor, factorised: torch.Tensor) -> torch.Tensor:
+        """No step for an environment whose direction went non-finite (recorded for validate)."""
+        self.broken |= ~torch.isfinite(dq).all(2).all(1)
+        self.stuck |= ~factorised
+        return torch.where(self.broken[:, None, None], 0.0, dq)
+
+    def settle(self, q: torch.Tensor, q_old: torch.Tensor, converged: torch.Tensor):
+        """A non-finite environment keeps its old state; both are recorded for validate()."""
+        finite = torch.isfinite(q).all(2).all(1) & ~self.broken
+        converged = converged & ~self.stuck
+        self.pending_nonfinite |= ~finite
+        self.pending_unconverged |= ~converged
+        return torch.where(finite[:, None, None], q, q_old), converged
+
+    def report(self, converged: torch.Tensor, stacklevel: int) -> None:
+        """Nothing now (that would sync): `validate()` reports."""
+
+    def validate(self, stacklevel: int) -> None:
+        """Raise what steps since the last call recorded, then clear the record (syncs)."""
+        nonfinite, unconverged = self.pending_nonfinite.clone(), self.pending_unconverged.clone()
+        overflow = bool(self.pending_overflow)
+        self.pending_nonfinite.zero_()
+        self.pending_unconverged.zero_()
+        self.pending_overflow.zero_()
+        if bool(nonfinite.any()):
+            bad = torch.nonzero(nonfinite).flatten().tolist()
+            raise FloatingPointError(f"a step produced a non-finite state in environments {bad} "
+                                     "(they kept their last finite state)")
+        if overflow:
+            raise CandidateOverflow(f"a candidate search found more pairs of one kind than its capacity "
+                                    f"(max_candidates={self.max_candidates}, max_contacts={self.max_contacts}); "
+                                    "contacts were dropped (raise them)")
+        if bool(unconverged.any()):
+            report_unconverged(self.on_failure, unconverged, self.newton_iterations, stacklevel + 1)
