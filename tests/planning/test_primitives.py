@@ -113,3 +113,21 @@ def test_tessellation_contains_the_shape_within_tol(kind, tol):
     kinds = torch.full((len(v),), int(kind))
     sd = primitive_signed_distance(torch.from_numpy(v), kinds, torch.from_numpy(p).expand(len(v), 7))
     assert float(sd.min()) >= -1e-12 and float(sd.max()) <= deviation + 1e-12 and deviation <= tol
+
+
+def test_mesh_backends_see_the_tessellation_conservatively():
+    from contactnet.planning import CollisionChecker
+
+    w = CollisionWorld(max_obstacles=2, num_points=32, dtype=torch.float64, tessellation_tol=1e-3)
+    w.add_mesh("probe", (np.array([[0, 0, 0], [0.02, 0, 0], [0, 0.02, 0], [0, 0, 0.02]], dtype=np.float64),
+                         np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]], dtype=np.int32)))
+    w.add_cuboid("box", [0.2, 0.2, 0.2])
+    w.add_sphere("ball", 0.1, [0, 1, 0, 1, 0, 0, 0])
+    checker = CollisionChecker(w, backend="exact")
+    # The probe's vertex nearest each obstacle is at -0.01 on every axis from its frame origin (AABB centre).
+    at_box = torch.tensor([[0.2 + 0.01, 0.01, 0.01, 1, 0, 0, 0]], dtype=torch.float64)
+    per = checker.world_query("probe", at_box).per_obstacle[0]
+    assert float(per[0]) == pytest.approx(0.1, abs=1e-9)  # a cuboid's mesh view is exact
+    at_ball = torch.tensor([[0.15 + 0.01, 1.01, 0.01, 1, 0, 0, 0]], dtype=torch.float64)
+    d = float(checker.world_query("probe", at_ball).per_obstacle[0, 1])
+    assert 0.05 - 1e-3 <= d <= 0.05  # never farther than the true shape, at most tol nearer
