@@ -101,9 +101,10 @@ def primitive_signed_distance(points: torch.Tensor, kind: torch.Tensor, params: 
     ball = _safe_norm(points) - r
     capsule = _segment(points, params[..., 1:4], params[..., 4:7], r)
     cylinder = _cylinder(points, r, params[..., 1])
-    out = torch.where(kind == PrimitiveKind.CUBOID, box, ball)
-    out = torch.where(kind == PrimitiveKind.CAPSULE, capsule, out)
-    return torch.where(kind == PrimitiveKind.CYLINDER, cylinder, out)
+    # Plain ints: an IntEnum compared with a tensor does not trace under torch.compile.
+    out = torch.where(kind == int(PrimitiveKind.CUBOID), box, ball)
+    out = torch.where(kind == int(PrimitiveKind.CAPSULE), capsule, out)
+    return torch.where(kind == int(PrimitiveKind.CYLINDER), cylinder, out)
 
 
 # ---- tessellation ---------------------------------------------------------------------------------

@@ -162,3 +162,57 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="name: an obstacle named 'a' already exists"):
         w.add_capsule("a", 0.1, [0, 0, 0], [0, 0, 1], env=1)
     assert w.obstacle_names == ["a"]  # failed adds leave nothing behind
+
+
+def _small_every_kind_world(device="cpu"):
+    w = CollisionWorld(num_envs=2, max_obstacles=6, num_points=32, device=device,
+                       cache={"primitive": 4, "mesh": 1, "point_cloud": 1, "voxel_grid": 1})
+    w.add_mesh("star", make_object("star_prism", 0))
+    w.add_cuboid("box", [0.2, 0.3, 0.1])
+    w.add_sphere("ball", 0.08, [0.4, 0, 0, 1, 0, 0, 0])
+    w.add_capsule("cap", 0.05, [0, 0, -0.1], [0, 0, 0.1], [0, 0.4, 0, 1, 0, 0, 0])
+    w.add_cylinder("cyl", 0.06, 0.2, [0, -0.4, 0, 1, 0, 0, 0])
+    w.add_obstacle("star_o", "star", [0.4, 0.4, 0, 1, 0, 0, 0])
+    w.add_point_cloud("cloud", np.random.default_rng(0).uniform(-0.05, 0.05, (100, 3)) + [-0.4, 0, 0])
+    w.add_voxel_grid("grid", voxel_grid_from_world(w, [-0.5] * 3, [0.5] * 3, 0.1), env=1)
+    w.sphere_store  # packed once, before the hot path
+    return w
+
+
+def test_hot_path_traces_without_graph_breaks():
+    """validate=False: fullgraph tracing fails on any host read (.item(), bool(tensor)), so this
+    shows the sphere path never synchronises."""
+    w = _small_every_kind_world()
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 3, 4, 4, generator=g) * torch.tensor([1.0, 1.0, 1.0, 0.05]) - torch.tensor([0.5, 0.5, 0.5, 0])
+    env = torch.tensor([0, 1])
+    eager = sphere_cost(w, x, env, eta=0.05, validate=False)
+    compiled = torch.compile(lambda s: sphere_cost(w, s, env, eta=0.05, validate=False), backend="eager",
+                             fullgraph=True)
+    torch.testing.assert_close(compiled(x), eager)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_graph_without_syncs_agrees_with_cpu():
+    cpu, gpu = _small_every_kind_world(), _small_every_kind_world("cuda")
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(4, 3, 8, 4, generator=g) * torch.tensor([1.0, 1.0, 1.0, 0.05]) - torch.tensor([0.5, 0.5, 0.5, 0])
+    env = torch.tensor([0, 1, 1, 0])
+    xs, envs = x.cuda(), env.cuda()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            sphere_cost(gpu, xs, envs, eta=0.05, validate=False)  # warm-up
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = sphere_cost(gpu, xs, envs, eta=0.05, validate=False)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    gpu.set_pose("box", [0.05, 0, 0, 1, 0, 0, 0])  # written in place: the replay reads it
+    cpu.set_pose("box", [0.05, 0, 0, 1, 0, 0, 0])
+    graph.replay()
+    torch.testing.assert_close(out.cpu(), sphere_cost(cpu, x, env, eta=0.05), atol=1e-5, rtol=1e-4)
