@@ -20,7 +20,9 @@ is unique (for meshes through the closest point held fixed — the envelope theo
 gradient of |x - c| is the unit vector from the surface).
 
 Hot path: shapes depend only on the inputs' shapes and the world's capacities, disabled and empty
-slots are computed and masked, meshes are processed in fixed chunks of `chunk` spheres, and with
+slots are computed and masked, meshes and clouds are processed in steps of at most `max_pairs`
+sphere-triangle / sphere-point pairs (a step count fixed by the shapes; about 100 bytes per pair in
+float32, so the default 2**22 bounds a step near 400 MB), and with
 `validate=False` nothing synchronises with the host (traceable, CUDA-graph capturable). Spheres are
 cast once to the world's dtype; results come back in the spheres' dtype.
 """
@@ -90,13 +92,19 @@ def _to_local(points: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
     return torch.einsum("bnji,bsnj->bsni", rot, points[:, :, None, :] - pose[:, None, :, :3])
 
 
-def _mesh_distances(world, centres: torch.Tensor, env: torch.Tensor, chunk: int) -> torch.Tensor:
+def _step(batch: int, slots: int, size: int, max_pairs: int) -> int:
+    """Spheres per batch row per step so that one step holds at most max_pairs pairs (>= 1)."""
+    return max(1, max_pairs // (batch * slots * size))
+
+
+def _mesh_distances(world, centres: torch.Tensor, env: torch.Tensor, max_pairs: int) -> torch.Tensor:
     """(B, S, Nm) signed distance of centres (B, S, 3) to each mesh slot of their environment."""
     table, store = world.tables["mesh"], world.sphere_store
     pose = table.pose[env]  # (B, Nm, 7)
     tris = store["triangles"][table.ids[env]]  # (B, Nm, F, 3, 3)
     valid = store["face_valid"][table.ids[env]]  # (B, Nm, F)
     out = []
+    chunk = _step(*valid.shape, max_pairs)
     for s in range(0, centres.shape[1], chunk):  # a loop over shapes only: no host sync
         local = _to_local(centres[:, s:s + chunk], pose)  # (B, s, Nm, 3)
         with torch.no_grad():
@@ -112,11 +120,12 @@ def _mesh_distances(world, centres: torch.Tensor, env: torch.Tensor, chunk: int)
     return torch.cat(out, 1) if len(out) > 1 else out[0]
 
 
-def _cloud_distances(world, centres: torch.Tensor, env: torch.Tensor, chunk: int) -> torch.Tensor:
+def _cloud_distances(world, centres: torch.Tensor, env: torch.Tensor, max_pairs: int) -> torch.Tensor:
     table, store = world.tables["point_cloud"], world.sphere_store
     ids = table.ids[env]
     points, valid = store["cloud_points"][ids], store["point_valid"][ids]  # (B, Nc, P, 3), (B, Nc, P)
     out = []
+    chunk = _step(*valid.shape, max_pairs)
     for s in range(0, centres.shape[1], chunk):
         local = _to_local(centres[:, s:s + chunk], table.pose[env])  # (B, s, Nc, 3)
         sq = ((local[..., None, :] - points[:, None]) ** 2).sum(-1).masked_fill(~valid[:, None], float("inf"))
@@ -126,7 +135,7 @@ def _cloud_distances(world, centres: torch.Tensor, env: torch.Tensor, chunk: int
     return dist - store["point_radius"][ids][:, None]
 
 
-def _per_obstacle(world, spheres: torch.Tensor, env: torch.Tensor, chunk: int) -> torch.Tensor:
+def _per_obstacle(world, spheres: torch.Tensor, env: torch.Tensor, max_pairs: int) -> torch.Tensor:
     """(B, S, N_all) signed distances of spheres (B, S, 4) to every slot of every sphere table
     (+inf where disabled)."""
     centres, radii = spheres[..., :3], spheres[..., 3:]
@@ -134,8 +143,8 @@ def _per_obstacle(world, spheres: torch.Tensor, env: torch.Tensor, chunk: int) -
     prim = world.tables["primitive"]
     local = _to_local(centres, prim.pose[env])
     parts.append((primitive_signed_distance(local, prim.ids[env][:, None], prim.params[env][:, None]), prim))
-    parts.append((_mesh_distances(world, centres, env, chunk), world.tables["mesh"]))
-    parts.append((_cloud_distances(world, centres, env, chunk), world.tables["point_cloud"]))
+    parts.append((_mesh_distances(world, centres, env, max_pairs), world.tables["mesh"]))
+    parts.append((_cloud_distances(world, centres, env, max_pairs), world.tables["point_cloud"]))
     grids = world.tables["voxel_grid"]
     store = world.sphere_store
     local = _to_local(centres, grids.pose[env])
@@ -184,27 +193,27 @@ def _check(world, spheres, env_idx, validate: bool):
     return env
 
 
-def _distances(world, spheres, env_idx, validate, chunk):
+def _distances(world, spheres, env_idx, validate, max_pairs):
     env = _check(world, spheres, env_idx, validate)
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk: expected an int >= 1, got {chunk!r}")
+    if isinstance(max_pairs, bool) or not isinstance(max_pairs, int) or max_pairs < 1:
+        raise ValueError(f"max_pairs: expected an int >= 1, got {max_pairs!r}")
     b, h, n, _ = spheres.shape
     flat = spheres.to(world.dtype).reshape(b, h * n, 4)
-    return _per_obstacle(world, flat, env, chunk).reshape(b, h, n, -1)
+    return _per_obstacle(world, flat, env, max_pairs).reshape(b, h, n, -1)
 
 
 def sphere_signed_distance(world, spheres: torch.Tensor, env_idx=None, validate: bool = True,
-                           chunk: int = 256) -> torch.Tensor:
+                           max_pairs: int = 1 << 22) -> torch.Tensor:
     """(batch, horizon, n) minimum signed distance (metres, > 0 apart) of each sphere to the
     enabled obstacles of its environment; +inf where there is none."""
-    return _distances(world, spheres, env_idx, validate, chunk).min(-1).values.to(spheres.dtype)
+    return _distances(world, spheres, env_idx, validate, max_pairs).min(-1).values.to(spheres.dtype)
 
 
 def sphere_cost(world, spheres: torch.Tensor, env_idx=None, eta: float = 0.02, validate: bool = True,
-                chunk: int = 256) -> torch.Tensor:
+                max_pairs: int = 1 << 22) -> torch.Tensor:
     """(batch, horizon, n) cuRobo's collision cost of each sphere, summed over the enabled
     obstacles of its environment: collision_cost(d, eta) (cost.py) of each signed distance d."""
     if not eta > 0:
         raise ValueError(f"eta: expected an activation distance > 0, got {eta}")
-    d = _distances(world, spheres, env_idx, validate, chunk)
+    d = _distances(world, spheres, env_idx, validate, max_pairs)
     return collision_cost(d, eta).sum(-1).to(spheres.dtype)

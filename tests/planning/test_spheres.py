@@ -61,6 +61,9 @@ def test_mesh_branch_matches_kernel_and_winding_reference():
     ref = torch.where(inside, -ref, ref) - 0.01
     assert inside.any() and (~inside).any()
     torch.testing.assert_close(ours, ref, atol=1e-10, rtol=0)
+    # Stepping through the pairs (here 7 spheres per step) changes nothing.
+    stepped = sphere_signed_distance(w, spheres[None, None], max_pairs=7 * tris.shape[0])[0, 0]
+    torch.testing.assert_close(stepped, ours, atol=0, rtol=0)
 
 
 def test_cost_is_curobos_formula_summed_over_obstacles():
