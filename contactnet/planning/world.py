@@ -446,14 +446,13 @@ class CollisionWorld:
         else:
             raise ValueError("points: expected (P, 3) points or a depth image (depth=, intrinsics=, camera_pose=)")
         env = self._env(env)
-        centre = (cloud.min(0) + cloud.max(0)) / 2
-        if viewpoint is None:  # bare points: normals face away from the centre (a convex guess)
-            viewpoint = centre
+        outward = viewpoint is None  # bare points: normals face away from the centre (a convex guess)
+        if outward:
+            viewpoint = (cloud.min(0) + cloud.max(0)) / 2
         radius = normal_radius if normal_radius is not None else max(4 * point_radius, 0.01)
-        samples = point_clouds.encoder_samples(cloud, self.num_points, self.seed + len(self._meshes), viewpoint,
-                                               radius)
-        if viewpoint is centre:
-            samples = (samples[0], -samples[1])
+        points, normals = point_clouds.encoder_samples(cloud, self.num_points, self.seed + len(self._meshes),
+                                                       viewpoint, radius)
+        samples = (points, -normals if outward else normals)
         v, f = point_clouds.octahedra(cloud, point_radius)
         mid = self._register(f"_point_cloud/{name}", (v, f), samples=samples, sphere_queryable=False)
         offset = self._offsets[mid]

@@ -83,7 +83,8 @@ def test_mesh_view_contains_the_cloud_for_the_exact_backend(scene):
     checker = CollisionChecker(w, backend="exact")
     inside = torch.tensor([[BOX[0] / 2 + 0.005, 0.0, 0.0, 1, 0, 0, 0]], dtype=torch.float64)  # touches the x face
     far = torch.tensor([[BOX[0] / 2 + 0.03, 0.0, 0.0, 1, 0, 0, 0]], dtype=torch.float64)
-    assert bool(checker.world_query("probe", inside).colliding) and not bool(checker.world_query("probe", far).colliding)
+    assert bool(checker.world_query("probe", inside).colliding)
+    assert not bool(checker.world_query("probe", far).colliding)
 
 
 def test_user_inputs_describe_and_save(tmp_path):

@@ -37,7 +37,8 @@ def _spheres_near_surfaces(world, n, seed, eta, around=(0, 0, 0), env=0):
     """Spheres near `around` whose distance to the world lies within (-eta, eta) but not within 2e-3
     of 0 (where the cost's second piece starts)."""
     g = torch.Generator().manual_seed(seed)
-    c = torch.tensor(around, dtype=torch.float64) + (torch.rand(10 * n, 3, generator=g, dtype=torch.float64) - 0.5) * 0.3
+    jitter = torch.rand(10 * n, 3, generator=g, dtype=torch.float64) - 0.5
+    c = torch.tensor(around, dtype=torch.float64) + 0.3 * jitter
     s = torch.cat([c, torch.full((10 * n, 1), 0.02, dtype=torch.float64)], 1)
     d = sphere_signed_distance(world, s[None, None], torch.tensor([env]))[0, 0]
     keep = (d.abs() < eta) & ((d.abs() > 2e-3))
