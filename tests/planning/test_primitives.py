@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from contactnet.data.pairs import random_quaternions
+from contactnet.geometry.poses import quaternion_to_matrix
 from contactnet.planning import CollisionWorld, PrimitiveKind, sphere_signed_distance
 from contactnet.planning.primitives import primitive_params, primitive_signed_distance, tessellate
 
@@ -131,3 +132,23 @@ def test_mesh_backends_see_the_tessellation_conservatively():
     at_ball = torch.tensor([[0.15 + 0.01, 1.01, 0.01, 1, 0, 0, 0]], dtype=torch.float64)
     d = float(checker.world_query("probe", at_ball).per_obstacle[0, 1])
     assert 0.05 - 1e-3 <= d <= 0.05  # never farther than the true shape, at most tol nearer
+
+
+def test_capsule_off_centre_segment_is_moved_into_the_pose():
+    """A capsule given with base/tip away from its frame origin, rotated, equals fcl's centred
+    capsule placed at the segment's midpoint with the axis rotated onto base -> tip."""
+    q = torch.tensor([0.8, 0.2, -0.5, 0.26], dtype=torch.float64)
+    pose = torch.cat([torch.tensor([0.1, -0.2, 0.05], dtype=torch.float64), q / q.norm()])
+    w = CollisionWorld(max_obstacles=1, num_points=32, dtype=torch.float64)
+    base, tip = np.array([0.1, 0.05, 0.0]), np.array([0.1, 0.05, 0.3])  # along the frame's z, shifted
+    w.add_capsule("cap", 0.04, base, tip, pose)
+    spheres = _random_outside_spheres(200, seed=6)
+    ours = sphere_signed_distance(w, spheres[None, None])[0, 0]
+    midpoint = torch.tensor([0.1, 0.05, 0.15], dtype=torch.float64)
+    centre = (pose[:3] + quaternion_to_matrix(pose[3:]) @ midpoint).numpy()
+    obstacle = fcl.CollisionObject(fcl.Capsule(0.04, 0.3), fcl.Transform(pose[3:].numpy(), centre))
+    for s, d in zip(spheres.numpy(), ours.tolist()):
+        if d > 1e-3:
+            ref = fcl.distance(obstacle, fcl.CollisionObject(fcl.Sphere(s[3]), fcl.Transform(s[:3])),
+                               fcl.DistanceRequest(), fcl.DistanceResult())
+            assert d == pytest.approx(ref, abs=1e-6)
