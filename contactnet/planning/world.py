@@ -428,7 +428,8 @@ class CollisionWorld:
         (4, 4) camera-to-world. Each point is a ball of `point_radius` (point_clouds.py). Normals
         for the learned models: open3d over neighbours within normal_radius (default 4 *
         point_radius, at least 1 cm), oriented towards the camera (or, for bare points, away from
-        the cloud's centre). The obstacle's pose is the cloud's AABB centre (set_pose moves it)."""
+        the cloud's centre); they need open3d, the `pointcloud` extra. The obstacle's pose is the
+        cloud's AABB centre (set_pose moves it)."""
         self._new_name(name)
         if points is not None and depth is not None:
             raise ValueError("points, depth: give one of them, not both")
