@@ -1,4 +1,6 @@
-"""Collision checking for planners: a `CollisionWorld` of meshes and per-environment obstacles, and
+"""Collision checking for planners: a `CollisionWorld` of per-environment obstacles of every cuRobo
+kind (cuboids, spheres, capsules, cylinders, meshes, point clouds, voxel grids) with cuRobo-layout
+sphere queries (`sphere_cost`, `sphere_signed_distance`), and
 a `CollisionChecker` (learned, exact or certified hybrid backend) with batched, differentiable
 queries and costs, and `choose_tau` / `hybrid_summary` to set the hybrid's threshold. No Lightning
 import."""
@@ -7,6 +9,9 @@ from contactnet.planning.checker import BACKENDS, CollisionChecker, PairResult, 
 from contactnet.planning.cost import collision_cost, learned_collision_cost
 from contactnet.planning.exact import exact_signed_distance
 from contactnet.planning.hybrid import choose_tau, hybrid_summary
+from contactnet.planning.primitives import PrimitiveKind
+from contactnet.planning.spheres import sphere_cost, sphere_signed_distance
+from contactnet.planning.voxels import VoxelGrid, voxel_grid_from_world
 from contactnet.planning.world import CollisionWorld
 
 __all__ = [
@@ -14,10 +19,15 @@ __all__ = [
     "CollisionChecker",
     "CollisionWorld",
     "PairResult",
+    "PrimitiveKind",
+    "VoxelGrid",
     "WorldResult",
     "choose_tau",
     "collision_cost",
     "exact_signed_distance",
     "hybrid_summary",
     "learned_collision_cost",
+    "sphere_cost",
+    "sphere_signed_distance",
+    "voxel_grid_from_world",
 ]
