@@ -13,11 +13,19 @@ from contactnet.planning.primitives import PrimitiveKind
 from contactnet.planning.spheres import sphere_cost, sphere_signed_distance
 from contactnet.planning.voxels import VoxelGrid, voxel_grid_from_world
 from contactnet.planning.world import CollisionWorld
+# Robots from URDF and swept checks between waypoints (robot.py, swept.py, urdf.py).
+from contactnet.planning.robot import Robot, RobotChecker, RobotResult  # noqa: E402,I001
+from contactnet.planning.swept import SweptResult, swept_check, swept_cost  # noqa: E402
+from contactnet.planning.urdf import load_urdf  # noqa: E402
 
 __all__ = [
     "BACKENDS",
     "CollisionChecker",
     "CollisionWorld",
+    "Robot",
+    "RobotChecker",
+    "RobotResult",
+    "SweptResult",
     "PairResult",
     "PrimitiveKind",
     "VoxelGrid",
@@ -26,6 +34,9 @@ __all__ = [
     "collision_cost",
     "exact_signed_distance",
     "hybrid_summary",
+    "load_urdf",
+    "swept_check",
+    "swept_cost",
     "learned_collision_cost",
     "sphere_cost",
     "sphere_signed_distance",

