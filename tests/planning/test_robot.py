@@ -1,0 +1,269 @@
+"""Robots from URDF: forward kinematics against an independent numpy composition, collision bodies
+against the URDF geometry built with trimesh, joint-space gradients against finite differences,
+self-collision pairs (adjacency, ignore list) against python-fcl, attached objects, bad inputs."""
+
+import numpy as np
+import pytest
+import torch
+import trimesh
+
+from contactnet.planning import CollisionChecker, CollisionWorld
+from contactnet.planning.robot import Robot, RobotChecker
+from contactnet.planning.urdf import load_urdf
+from tests.planning.robots import (PACKAGES, URDF, fcl_collide, placed_vertices, random_q,
+                                   three_link_world)
+from tests.planning.scenes import tiny_net
+from tests.planning.urdf_reference import link_transforms, origin
+
+
+@pytest.fixture(scope="module")
+def scene():
+    return three_link_world()
+
+
+def _same_points(a, b, atol=1e-6):
+    """Every point of a has one of b within atol, and vice versa (sets, not order)."""
+    d = np.linalg.norm(a[:, None] - b[None], axis=-1)
+    return d.min(1).max() < atol and d.min(0).max() < atol
+
+
+def test_fk_matches_numpy_composition(scene):
+    world, robot = scene
+    q = random_q(robot, 16, seed=1)
+    t = robot.link_transforms(q)
+    text = URDF.read_text()
+    for k in range(len(q)):
+        ref = link_transforms(text, dict(zip(robot.joint_names, q[k].tolist())))
+        assert set(ref) == set(robot.link_names)
+        for link, frame in robot.chain.frame_to_idx.items():
+            np.testing.assert_allclose(t[k, frame].numpy(), ref[link], atol=2e-7)
+
+
+def test_bodies_match_urdf_geometry_built_with_trimesh(scene):
+    world, robot = scene
+    q = random_q(robot, 4, seed=2)
+    for k in range(len(q)):
+        ref = link_transforms(URDF.read_text(), dict(zip(robot.joint_names, q[k].tolist())))
+        base = trimesh.creation.box(extents=[0.2, 0.2, 0.1]).apply_transform(ref["base"] @ origin_xyz(0, 0, 0.05))
+        finger = trimesh.creation.box(extents=[0.02, 0.02, 0.06]).apply_transform(ref["finger"] @ origin_xyz(0, 0, 0.03))
+        bar = trimesh.creation.box(extents=[0.3, 0.04, 0.04]).apply_transform(
+            ref["fore"] @ _origin(xyz="0.15 0 0", rpy="0.3 0 0"))
+        tip = trimesh.load(PACKAGES["test_robot"] / "tip.obj", process=False)
+        tip.apply_scale(0.01)
+        tip.apply_transform(ref["fore"] @ _origin(xyz="0.33 0 0", rpy="0 0 0.5"))
+        assert _same_points(placed_vertices(robot, "base", q[k]), base.vertices)
+        assert _same_points(placed_vertices(robot, "finger", q[k]), finger.vertices)
+        assert _same_points(placed_vertices(robot, "fore", q[k]), np.concatenate([bar.vertices, tip.vertices]))
+        # The cylinder: every vertex on the 3 cm radius around the upper arm's x axis (or a cap's
+        # centre, on it), from 0 to 25 cm.
+        up = placed_vertices(robot, "upper", q[k])
+        local = (up - ref["upper"][:3, 3]) @ ref["upper"][:3, :3]
+        radius = np.linalg.norm(local[:, 1:], axis=1)
+        assert np.minimum(radius, np.abs(radius - 0.03)).max() < 1e-6 and (radius > 0.01).sum() == 64
+        assert local[:, 0].min() > -1e-6 and local[:, 0].max() < 0.25 + 1e-6
+
+
+def origin_xyz(x, y, z):
+    t = np.eye(4)
+    t[:3, 3] = [x, y, z]
+    return t
+
+
+def _origin(xyz, rpy):
+    import xml.etree.ElementTree as ET
+
+    return origin(ET.Element("origin", xyz=xyz, rpy=rpy))
+
+
+def test_package_paths_resolve_from_folders_and_ancestors(tmp_path):
+    # A package folder named like the package, found through package_dirs as a list.
+    pkg = tmp_path / "test_robot"
+    pkg.mkdir()
+    (pkg / "tip.obj").write_text((PACKAGES["test_robot"] / "tip.obj").read_text())
+    model = load_urdf(URDF, package_dirs=[tmp_path])
+    assert set(model.collision) == {"base", "upper", "fore", "finger"}
+    with pytest.raises(FileNotFoundError, match="test_robot"):
+        load_urdf(URDF.read_text())
+
+
+def _fd(fn, q, h=1e-6):
+    g = torch.zeros_like(q)
+    for j in range(q.shape[-1]):
+        e = torch.zeros_like(q)
+        e[..., j] = h
+        g[..., j] = (fn(q + e) - fn(q - e)) / (2 * h)
+    return g
+
+
+def _near_configurations(rc, n, seed):
+    """Configurations with some cost (within eta of an obstacle or a self pair) but no contact, so the
+    cost is smooth there."""
+    q = random_q(rc.robot, 600, seed=seed)
+    cost = rc.cost(q[None])[0]
+    free = ~rc.query(q[None]).colliding[0]
+    keep = (cost > 1e-6) & free
+    assert keep.sum() >= n
+    return q[keep][:n]
+
+
+def test_exact_robot_cost_gradient_matches_finite_differences(scene):
+    world, robot = scene
+    rc = RobotChecker(robot, CollisionChecker(world, "exact", eta=0.05))
+    q = _near_configurations(rc, 6, seed=3)[None]
+    cost, grad = rc.robot_cost(q)
+    assert cost.shape == (1, 6) and grad.shape == (1, 6, robot.dof)
+    assert bool((grad.abs().sum(-1) > 0).all())
+    fd = _fd(lambda x: rc.cost(x), q)
+    torch.testing.assert_close(grad, fd, atol=2e-6, rtol=1e-4)
+
+
+def test_exact_self_cost_gradient_matches_finite_differences():
+    world, robot = three_link_world(obstacles=False)
+    rc = RobotChecker(robot, CollisionChecker(world, "exact", eta=0.08), world_collision=False)
+    q = _near_configurations(rc, 4, seed=4)[None]
+    _, grad = rc.robot_cost(q)
+    torch.testing.assert_close(grad, _fd(lambda x: rc.cost(x), q), atol=2e-6, rtol=1e-4)
+
+
+def test_learned_robot_cost_gradient_matches_finite_differences():
+    # The networks run in float32 (the world's encoder inputs are float32): central differences
+    # with a 3e-3 rad step, to the float32 cost's resolution. Global-OCN's cost is smooth in the
+    # pose; LOCC's cell selection (a hard mask) makes its cost piecewise smooth, so finite
+    # differences across a switch mean nothing: LOCC is checked against its unchecked path below.
+    world, robot = three_link_world(dtype=torch.float32)
+    rc = RobotChecker(robot, CollisionChecker(world, "global_ocn", tiny_net("global_ocn")))
+    q = random_q(robot, 5, seed=5)[None]
+    cost, grad = rc.robot_cost(q)
+    assert bool((cost > 0).all())  # softplus: never exactly 0
+    fd = _fd(lambda x: rc.cost(x), q, h=3e-3)
+    torch.testing.assert_close(grad, fd, atol=1.5e-5, rtol=3e-2)
+    assert float(grad.abs().max()) > 1e-4
+    net = tiny_net("locc")
+    rc = RobotChecker(robot, CollisionChecker(world, "locc", net))
+    cost, grad = rc.robot_cost(q)
+    # The unchecked hot path (validate=False) computes the same thing.
+    fast = RobotChecker(robot, CollisionChecker(world, "locc", net, validate=False))
+    torch.testing.assert_close(fast.robot_cost(q)[1], grad)
+
+
+def test_self_pairs_follow_the_adjacency_rule():
+    world, robot = three_link_world(obstacles=False)
+    # finger's parent link `tool` has no geometry: its nearest collision ancestor is `fore`.
+    assert robot.adjacent("fore", "finger") and robot.adjacent("base", "upper") and robot.adjacent("upper", "fore")
+    assert not robot.adjacent("base", "fore")
+    assert robot.self_pairs == [("base", "fore"), ("base", "finger"), ("upper", "finger")]
+    robot.ignore("finger", "base")
+    assert robot.self_pairs == [("base", "fore"), ("upper", "finger")]
+    _, ignoring = three_link_world(obstacles=False, ignore=[("upper", "finger")])
+    assert ignoring.self_pairs == [("base", "fore"), ("base", "finger")]
+
+
+def test_self_collision_verdicts_match_fcl():
+    world, robot = three_link_world(obstacles=False)
+    rc = RobotChecker(robot, CollisionChecker(world, "exact"), world_collision=False)
+    q = random_q(robot, 300, seed=6)
+    # The elbow folded back (|angle| in [1.7, 2.5]) brings the forearm down onto the base.
+    g = torch.Generator().manual_seed(0)
+    q[:, 1] = torch.sign(q[:, 1]) * (1.7 + 0.8 * torch.rand(300, generator=g, dtype=torch.float64))
+    got = rc.query(q[None]).self_colliding[0]
+    assert got.any() and not got.all()
+    meshes = {n: world.library[int(robot.body_mesh[i])] for i, n in enumerate(robot.body_names)}
+    for k in range(len(q)):
+        for p, (a, b) in enumerate(robot.self_pairs):
+            expected = fcl_collide(placed_vertices(robot, a, q[k]), meshes[a].faces.numpy(),
+                                   placed_vertices(robot, b, q[k]), meshes[b].faces.numpy())
+            assert bool(got[k, p]) == expected, (k, a, b)
+
+
+def test_world_verdicts_match_fcl(scene):
+    world, robot = scene
+    rc = RobotChecker(robot, CollisionChecker(world, "exact"), self_collision=False)
+    q = random_q(robot, 120, seed=7)
+    got = rc.query(q[None]).world_colliding[0]
+    assert got.any()
+    obstacles = [(world.library[int(world.obstacle_mesh[0, s])], world.obstacle_pose[0, s]) for s in range(2)]
+    from contactnet.geometry.poses import transform_points
+
+    for k in range(len(q)):
+        for i, body in enumerate(robot.body_names):
+            mesh = world.library[int(robot.body_mesh[i])]
+            hits = [fcl_collide(placed_vertices(robot, body, q[k]), mesh.faces.numpy(),
+                                transform_points(pose, m.vertices).numpy(), m.faces.numpy()) for m, pose in obstacles]
+            assert bool(got[k, i]) == any(hits), (k, body)
+
+
+def test_attached_object_follows_its_link_and_is_checked():
+    world, robot = three_link_world()
+    mug = trimesh.creation.cylinder(radius=0.04, height=0.1, sections=16)
+    mug.apply_translation([0.3, 0.1, 0.2])  # off-centre: its frame is the one its vertices are given in
+    pose = [0.0, 0.0, 0.08, 0.9238795, 0.0, 0.3826834, 0.0]  # 45 degrees about y
+    robot.attach("mug", (mug.vertices, mug.faces), "finger", pose, ignore=["fore"])
+    assert robot.body_names[-1] == "mug" and robot.body_links[-1] == "finger"
+    assert ("base", "mug") in robot.self_pairs and ("upper", "mug") in robot.self_pairs
+    assert not any("mug" in p and ("finger" in p or "fore" in p) for p in robot.self_pairs)
+    q = random_q(robot, 5, seed=8)
+    m = np.eye(4)
+    m[:3, :3] = trimesh.transformations.quaternion_matrix(pose[3:])[:3, :3]
+    m[:3, 3] = pose[:3]
+    for k in range(len(q)):
+        finger = link_transforms(URDF.read_text(), dict(zip(robot.joint_names, q[k].tolist())))["finger"]
+        expected = trimesh.Trimesh(mug.vertices, mug.faces).apply_transform(finger @ m).vertices
+        assert _same_points(placed_vertices(robot, "mug", q[k]), expected)
+    # Checked against the world: somewhere the mug alone hits an obstacle.
+    rc = RobotChecker(robot, CollisionChecker(world, "exact"), self_collision=False)
+    hits = rc.query(random_q(robot, 200, seed=9)[None]).world_colliding[0]
+    assert bool((hits[:, -1] & ~hits[:, :-1].any(-1)).any())
+    robot.detach("mug")
+    assert robot.body_names == ["base", "upper", "fore", "finger"]
+    assert robot.self_pairs == [("base", "fore"), ("base", "finger"), ("upper", "finger")]
+
+
+def test_environments_per_batch():
+    world, robot = three_link_world(num_envs=2)
+    rc = RobotChecker(robot, CollisionChecker(world, "exact"), self_collision=False)
+    q = random_q(robot, 200, seed=10)
+    both = q[None].expand(2, -1, -1)
+    res = rc.query(both, env_idx=torch.tensor([0, 1]))
+    assert res.colliding[0].any() and not res.colliding[1].any()  # environment 1 is empty
+    cost = rc.cost(both, env_idx=torch.tensor([1, 0]))
+    torch.testing.assert_close(cost[1], rc.cost(q[None])[0])
+    assert bool((cost[0] == 0).all())
+
+
+def test_bad_inputs_raise_clear_errors(scene):
+    world, robot = scene
+    rc = RobotChecker(robot, CollisionChecker(world, "exact"))
+    q = torch.zeros(1, 2, robot.dof, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"q: expected shape \(batch, horizon, 3\)"):
+        rc.robot_cost(torch.zeros(1, 2, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="q: contains NaN"):
+        rc.robot_cost(q.clone().index_fill_(2, torch.tensor([1]), float("nan")))
+    with pytest.raises(ValueError, match="q: expected a float tensor"):
+        rc.cost(torch.zeros(1, 2, 3, dtype=torch.int64))
+    with pytest.raises(ValueError, match="link: unknown link 'hand'"):
+        robot.attach("cup", (np.eye(3), [[0, 1, 2]]), "hand")
+    with pytest.raises(ValueError, match="b: unknown link or body 'nope'"):
+        robot.ignore("base", "nope")
+    with pytest.raises(ValueError, match="ignore: unknown collision body"):
+        robot.attach("cup", (np.eye(3), [[0, 1, 2]]), "fore", ignore=["nope"])
+    with pytest.raises(ValueError, match=r"pose: expected a unit quaternion, got norm 2.*qw, qx, qy, qz"):
+        robot.attach("cup", (np.eye(3), [[0, 1, 2]]), "fore", [0, 0, 0, 2, 0, 0, 0])
+    with pytest.raises(ValueError, match="base_pose: expected a unit quaternion"):
+        Robot(URDF, CollisionWorld(dtype=torch.float64), package_dirs=PACKAGES, base_pose=[0, 0, 0, 0, 0, 0.5, 0])
+    with pytest.raises(ValueError, match="base_pose: contains NaN"):
+        Robot(URDF, CollisionWorld(dtype=torch.float64), package_dirs=PACKAGES,
+              base_pose=[float("nan"), 0, 0, 1, 0, 0, 0])
+    empty, bare = three_link_world(obstacles=False)
+    with pytest.raises(ValueError, match="world: has no obstacle"):
+        RobotChecker(bare, CollisionChecker(empty, "exact")).robot_cost(q)
+    # Self-collision only is fine on an empty world.
+    RobotChecker(bare, CollisionChecker(empty, "exact"), world_collision=False).robot_cost(q)
+    with pytest.raises(ValueError, match="checker: checks a different CollisionWorld"):
+        RobotChecker(robot, CollisionChecker(empty, "exact"))
+    with pytest.raises(ValueError, match="env_idx: expected an int or shape"):
+        rc.cost(q, env_idx=torch.tensor([0, 0]))
+    with pytest.raises(ValueError, match="urdf: no link has <collision>"):
+        Robot('<robot name="r"><link name="a"/></robot>', CollisionWorld())
+    with pytest.raises(ValueError, match="unsupported collision shape <capsule>"):
+        load_urdf('<robot name="r"><link name="a"><collision><geometry><capsule radius="1" length="1"/>'
+                  '</geometry></collision></link></robot>')
