@@ -82,7 +82,10 @@ def test_swept_cost_integrates_along_the_path():
     assert float(cost.detach()) > 0
     (grad,) = torch.autograd.grad(cost.sum(), q)
     assert bool(torch.isfinite(grad).all()) and float(grad.abs().sum()) > 0
-    # Path length, not time: a segment costs the sum of its halves (same sample points).
+    # An integral along the path: finer sampling converges to the same value (a per-sample sum
+    # would double), and a segment costs the sum of its halves (same sample points).
+    finer = swept_cost(rc, q.detach(), substeps=128)
+    torch.testing.assert_close(finer, cost.detach(), rtol=0.05, atol=0)
     mid = q.detach().mean(1, keepdim=True)
     halves = swept_cost(rc, torch.cat([q.detach()[:, :1], mid, q.detach()[:, 1:]], 1), substeps=32)
     torch.testing.assert_close(halves.sum(), cost.detach().sum(), rtol=1e-12, atol=0)
