@@ -18,12 +18,15 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from contactnet.data.robosuite_meshes import WHEEL_ENV, locate_wheel
+from contactnet.data.robosuite_meshes import WHEEL_ENV, locate_wheel, read_mesh
 
-__all__ = ["PANDA_IGNORE", "PANDA_READY", "PANDA_URDF", "extract_panda"]
+__all__ = ["HOUSEHOLD", "PANDA_IGNORE", "PANDA_READY", "PANDA_URDF", "extract_panda", "household_meshes"]
 
 PACKAGE = "robosuite/models/assets/bullet_data/panda_description/"
 PANDA_URDF = "panda_description/urdf/panda_arm_hand.urdf"
+OBJECTS = "robosuite/models/assets/objects/meshes/"
+# Household objects whose STL collision meshes the wheel ships at scale 1 (metres).
+HOUSEHOLD = ("bread", "can", "cereal", "milk", "bottle")
 # The usual "ready" configuration (7 arm joints, then the two finger joints, open).
 PANDA_READY = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.04, 0.04)
 # Non-adjacent pairs in contact by design: the two fingers touch when the gripper closes on nothing.
@@ -31,6 +34,27 @@ PANDA_READY = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.04, 0.04)
 # joint limits the exact backend finds real self-collisions, mostly link5 against link7 and the
 # hand when the wrist folds, which must stay checked.)
 PANDA_IGNORE = (("panda_leftfinger", "panda_rightfinger"),)
+
+
+def _wheel(wheel, download: bool, cache: Path) -> Path:
+    return locate_wheel(cache, wheel or os.environ.get(WHEEL_ENV), None, download)
+
+
+def household_meshes(names=HOUSEHOLD, wheel: str | Path | None = None, download: bool = True,
+                     cache: str | Path = "data/meshes/robosuite") -> dict:
+    """{name: (vertices (V, 3) float64 metres, faces (F, 3) int64)} of robosuite household objects,
+    read from `objects/meshes/<name>.stl` in the wheel (found as `extract_panda` finds it, cached
+    wheels under `<cache>/.cache`)."""
+    path = _wheel(wheel, download, Path(cache))
+    with zipfile.ZipFile(path) as archive:
+        files = set(archive.namelist())
+        out = {}
+        for name in names:
+            entry = f"{OBJECTS}{name}.stl"
+            if entry not in files:
+                raise ValueError(f"names: {name!r} has no {entry} in {path.name}")
+            out[name] = read_mesh(archive.read(entry), entry)
+    return out
 
 
 def extract_panda(out: str | Path, wheel: str | Path | None = None, download: bool = True,
@@ -41,8 +65,7 @@ def extract_panda(out: str | Path, wheel: str | Path | None = None, download: bo
     urdf = out / PANDA_URDF
     if urdf.is_file():
         return urdf
-    wheel = wheel or os.environ.get(WHEEL_ENV)
-    path = locate_wheel(Path(cache) if cache is not None else out, wheel, None, download)
+    path = _wheel(wheel, download, Path(cache) if cache is not None else out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out) as stage, zipfile.ZipFile(path) as archive:
         for name in archive.namelist():
