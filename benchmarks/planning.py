@@ -3,6 +3,7 @@
 against a python-fcl loop over the same queries, on one device.
 
     python benchmarks/planning.py [--ckpt CKPT] [--quick] [--exact-max N] [--threads N] [--out FILE]
+                                  [--panda-batch B] [--panda-horizon H] [--panda-only | --no-panda]
 
 A query is one (mesh A, pose A, mesh B, pose B) pair: learned -> collision logit; exact -> the
 collision verdict plus the signed distance (exact distance when separated, bisection penetration
@@ -10,6 +11,17 @@ estimate when colliding, see contactnet/planning/exact.py); fcl -> `fcl.collide`
 `fcl.distance` when free (no containment test and no penetration depth: less work than exact).
 A second table times the planner's call, `cost(mesh, poses, env_idx)` plus its gradient, for one
 moving mesh against all 8 obstacles of its environment (4 environments).
+
+Panda rows (robosuite's Panda URDF and STL meshes, robosuite household clutter on a table; skipped
+with a note when no robosuite wheel is on this machine): `RobotChecker.cost` of every link against
+every obstacle and `robot_cost` (cost + joint-space gradient) for batch x horizon configurations
+uniform within the joint limits, per backend, against a python-fcl loop over the same link-obstacle
+pairs (collide, and distance when free). A "link query" is one (link, enabled obstacle) pair: 11
+links x 6 obstacles per configuration (the learned backends also evaluate the 2 empty slots, masked).
+Then the accuracy gap of a sphere-approximated Panda (cuRobo-style: spheres inside each link's
+volume, centres by farthest-point sampling of its voxels, radius the distance to the surface) against
+the exact meshes, on configurations within 5 cm of the clutter: false collisions (spheres hit, the
+meshes do not) and missed collisions, for n spheres per link and with an inflation margin.
 
 "grad" columns time the same call plus the backward pass to both query poses (on at most 16384
 queries, extrapolated).
@@ -38,6 +50,7 @@ from contactnet.data.procedural import FAMILIES, make_object  # noqa: E402
 from contactnet.geometry import Mesh, MeshLibrary  # noqa: E402
 from contactnet.geometry.poses import pose_to_matrix  # noqa: E402
 from contactnet.models import LOCC, GlobalOCN, ShapeEncoder  # noqa: E402
+from contactnet.ops import mesh_distance  # noqa: E402
 from contactnet.planning import CollisionChecker, CollisionWorld  # noqa: E402
 
 SIZES = [1, 64, 4096, 262144]
@@ -110,6 +123,146 @@ def world_cost_rows(world: CollisionWorld, checkers: dict, sizes: list[int], tim
     return rows
 
 
+PANDA_SPHERES = (4, 8, 16)  # spheres per link
+PANDA_INFLATE = 0.01  # metres: the margin a sphere planner adds (cuRobo's collision activation distance)
+
+
+def fit_link_spheres(mesh, n: int, voxels: int = 4096):
+    """(n, 3) centres, (n,) radii: cuRobo-style spheres inside a link mesh (a `Mesh`): centres by
+    farthest-point sampling of the centres of about `voxels` voxels of its box that lie inside it
+    (winding number >= 0.5), each radius the distance from its centre to the surface."""
+    from contactnet.ops import point_triangle_distance
+    from contactnet.ops.reference.mesh_contacts import winding_number_reference
+
+    tris = mesh.triangles.double()
+    lo, hi = mesh.bounds().double()
+    pitch = float((hi - lo).prod() / voxels) ** (1 / 3)
+    axes = [torch.arange(float(lo[k]) + pitch / 2, float(hi[k]), pitch, dtype=torch.float64) for k in range(3)]
+    grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    inside = torch.cat([winding_number_reference(grid[i:i + 2048], tris) >= 0.5 for i in range(0, len(grid), 2048)])
+    points = grid[inside] if int(inside.sum()) >= n else grid
+    centres = [points[torch.argmin((points - points.mean(0)).norm(dim=1))]]
+    gap = (points - centres[0]).norm(dim=1)
+    for _ in range(n - 1):  # farthest-point sampling of the interior
+        centres.append(points[int(torch.argmax(gap))])
+        gap = torch.minimum(gap, (points - centres[-1]).norm(dim=1))
+    centres = torch.stack(centres)
+    pairs = point_triangle_distance(centres.repeat_interleave(len(tris), 0), tris.repeat(n, 1, 1))
+    return centres.numpy(), pairs.distance.reshape(n, len(tris)).min(1).values.numpy()
+
+
+def sphere_verdicts(robot, spheres, q, obstacles, inflate: float) -> np.ndarray:
+    """(C,) bool: any link sphere (grown by `inflate`) touches an obstacle mesh (python-fcl)."""
+    import fcl
+
+    from contactnet.geometry.poses import pose_to_matrix, transform_points
+
+    poses = robot.body_poses(q).double()  # (C, L, 7)
+    out = np.zeros(len(q), dtype=bool)
+    request = fcl.CollisionRequest()
+    for c in range(len(q)):
+        for i, (centres, radii) in enumerate(spheres):
+            world = transform_points(poses[c, i], torch.as_tensor(centres)).numpy()
+            for x, r in zip(world, radii):
+                ball = fcl.CollisionObject(fcl.Sphere(float(r) + inflate), fcl.Transform(x))
+                if any(fcl.collide(ball, o, request, fcl.CollisionResult()) > 0 for o in obstacles):
+                    out[c] = True
+                    break
+            if out[c]:
+                break
+    return out
+
+
+def panda_rows(args, device, timed, gpu_only: bool = False) -> tuple[list[dict], list[dict], str]:
+    """Panda speed rows, sphere accuracy rows and a note (module docstring); gpu_only leaves out the
+    python-fcl timing (a CPU peer), not the accuracy gap (fcl is its sphere oracle, untimed)."""
+    import fcl
+
+    from contactnet.data.robosuite_meshes import RobosuiteMeshError
+    from contactnet.planning import Robot, RobotChecker
+    from contactnet.planning.panda import PANDA_IGNORE, add_clutter, extract_panda, household_meshes
+
+    cache = Path(__file__).resolve().parents[1] / "data" / "meshes" / "robosuite"
+    try:
+        urdf = extract_panda(cache.parent.parent / "robots", cache=cache, download=False)
+        objects = household_meshes(cache=cache, download=False)
+    except RobosuiteMeshError as error:
+        return [], [], f"Panda rows skipped: {error}"
+    world = CollisionWorld(max_obstacles=8, device=device, num_points=1500)
+    robot = Robot(urdf, world, ignore=PANDA_IGNORE)
+    obstacle_names = add_clutter(world, objects)
+    checkers = {}
+    for name, cls in (("locc", LOCC), ("global_ocn", GlobalOCN)):
+        torch.manual_seed(0)
+        checkers[name] = CollisionChecker(world, name, cls(ShapeEncoder()), validate=False)
+        checkers[name].embeddings()
+    checkers["exact"] = CollisionChecker(world, "exact", validate=False)
+    g = torch.Generator().manual_seed(3)
+    lim = robot.joint_limits.float()
+    b, h = args.panda_batch, args.panda_horizon
+    q = (lim[:, 0] + torch.rand(b, h, robot.dof, generator=g) * (lim[:, 1] - lim[:, 0])).to(device)
+    n_links, n_obs = len(robot.body_names), len(obstacle_names)
+    rows = []
+    for name, checker in checkers.items():
+        rc = RobotChecker(robot, checker, self_collision=False)
+        # The exact backend is timed on at most --exact-max link queries' worth of configurations.
+        k = b * h if checker.learned else max(1, min(b * h, args.exact_max // (n_links * n_obs)))
+        qk = q.reshape(-1, robot.dof)[:k][None]
+        with torch.no_grad():
+            seconds = timed(lambda: rc.cost(qk), k * n_links * n_obs, not checker.learned)
+        grad_seconds = timed(lambda: rc.robot_cost(qk), k * n_links * n_obs, not checker.learned)
+        pairs = k * n_links * n_obs
+        rows.append({"backend": name, "configs": f"{b}x{h}", "link_queries": b * h * n_links * n_obs,
+                     "timed": pairs, "latency_ms": 1e3 * seconds * b * h / k, "qps": pairs / seconds,
+                     "us_per_link_query": 1e6 * seconds / pairs, "grad_latency_ms": 1e3 * grad_seconds * b * h / k,
+                     "grad_us_per_link_query": 1e6 * grad_seconds / pairs})
+    # python-fcl over the same (link, obstacle) pairs of the first configurations.
+    models = fcl_models(world)
+    k = max(1, min(b * h, FCL_MAX // (n_links * n_obs)))
+    poses = robot.body_poses(q.reshape(-1, robot.dof)[:k]).cpu()  # (k, L, 7)
+    slots = [world.obstacle(n)[1] for n in obstacle_names]
+    ids_a = robot.body_mesh.cpu()[None, :, None].expand(k, n_links, n_obs).reshape(-1)
+    ids_b = world.obstacle_mesh[0, slots].cpu()[None, None, :].expand(k, n_links, n_obs).reshape(-1)
+    pa = poses[:, :, None, :].expand(k, n_links, n_obs, 7).reshape(-1, 7)
+    pb = world.obstacle_pose[0, slots].cpu()[None, None].expand(k, n_links, n_obs, 7).reshape(-1, 7)
+    if not gpu_only:
+        seconds = timed(lambda: fcl_loop(models, ids_a, ids_b, pa, pb), len(ids_a), True)
+        rows.append({"backend": "python-fcl loop", "configs": f"{b}x{h}", "link_queries": b * h * n_links * n_obs,
+                     "timed": len(ids_a), "latency_ms": 1e3 * seconds * b * h / k, "qps": len(ids_a) / seconds,
+                     "us_per_link_query": 1e6 * seconds / len(ids_a)})
+
+    # Sphere accuracy: configurations within 5 cm of the clutter, exact verdicts as the truth.
+    exact = RobotChecker(robot, checkers["exact"], self_collision=False)
+    cand = (lim[:, 0] + torch.rand(args.panda_accuracy * 8, robot.dof, generator=g) * (lim[:, 1] - lim[:, 0]))
+    cand = cand.to(world.dtype).to(device)
+    # Distance of every (link, obstacle) pair, searched only below 5 cm.
+    poses = robot.body_poses(cand)[:, :, None].expand(len(cand), n_links, n_obs, 7).reshape(-1, 7)
+    ids_a = robot.body_mesh[None, :, None].expand(len(cand), n_links, n_obs).reshape(-1)
+    ids_b = world.obstacle_mesh[0, slots][None, None].expand(len(cand), n_links, n_obs).reshape(-1)
+    obs = world.obstacle_pose[0, slots][None, None].expand(len(cand), n_links, n_obs, 7).reshape(-1, 7)
+    d = mesh_distance(world.library, ids_a, ids_b, poses.contiguous(), obs.contiguous(), upper_bound=0.05).distance
+    near = cand[(d.reshape(len(cand), -1).min(-1).values < 0.05).cpu()][: args.panda_accuracy]
+    truth = exact.query(near[None]).colliding[0].cpu().numpy()
+    obstacles = []
+    for name in obstacle_names:
+        env, slot = world.obstacle(name)
+        m = pose_to_matrix(world.obstacle_pose[env, slot].double().cpu()).numpy()
+        obstacles.append(fcl.CollisionObject(models[int(world.obstacle_mesh[env, slot])],
+                                             fcl.Transform(m[:3, :3], m[:3, 3])))
+    accuracy = []
+    links = [world.library[int(i)] for i in robot.body_mesh]
+    for n in PANDA_SPHERES if not args.quick else PANDA_SPHERES[:1]:
+        spheres = [fit_link_spheres(m, n) for m in links]
+        for inflate in (0.0, PANDA_INFLATE):
+            got = sphere_verdicts(robot, spheres, near.cpu(), obstacles, inflate)
+            accuracy.append({"spheres_per_link": n, "inflate_m": inflate, "configs": len(near),
+                             "colliding": int(truth.sum()), "false_collisions": int((got & ~truth).sum()),
+                             "missed_collisions": int((~got & truth).sum()),
+                             "false_rate": float((got & ~truth).sum() / max(1, (~truth).sum())),
+                             "miss_rate": float((~got & truth).sum() / max(1, truth.sum()))})
+    return rows, accuracy, ""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ckpt", default=None, help="a LOCC or Global-OCN checkpoint for the learned rows")
@@ -117,13 +270,31 @@ def main() -> None:
     parser.add_argument("--exact-max", type=int, default=4096, help="exact queries timed per size (subsample)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--panda-batch", type=int, default=32, help="Panda configurations: batch")
+    parser.add_argument("--panda-horizon", type=int, default=16, help="Panda configurations: horizon")
+    parser.add_argument("--panda-accuracy", type=int, default=400, help="configurations of the sphere accuracy gap")
+    parser.add_argument("--panda-only", action="store_true", help="only the Panda rows")
+    parser.add_argument("--no-panda", action="store_true", help="skip the Panda rows")
     add_device_option(parser)
     args = parser.parse_args()
     gpu_only = cuda_only(args)  # the python-fcl loop is a CPU peer: left out
+    if args.quick:
+        args.panda_batch, args.panda_horizon = min(args.panda_batch, 4), min(args.panda_horizon, 4)
+        args.panda_accuracy = min(args.panda_accuracy, 40)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sizes = [s for s in SIZES if not args.quick or s <= 4096]
+
+    def timed(fn, n, slow=False):
+        return best_time(fn, repeats=1 if n >= 100_000 or (slow and n >= 1024) else 3, warmup=1)
+
+    panda, accuracy, note = ([], [], "Panda rows skipped (--no-panda)") if args.no_panda else \
+        panda_rows(args, device, timed, gpu_only)
+    if args.panda_only:
+        print_panda(panda, accuracy, note, device)
+        write_json("planning_panda", {"device": device, "panda_rows": panda, "sphere_accuracy": accuracy}, args.out)
+        return
 
     world = CollisionWorld(num_envs=WORLD_ENVS, max_obstacles=WORLD_SLOTS, device=device, num_points=1500)
     for i, family in enumerate(FAMILIES):
@@ -151,9 +322,6 @@ def main() -> None:
     ids_a, ids_b = ids_a.repeat(reps).to(device), ids_b.repeat(reps).to(device)
     pa, pb = pa.float().repeat(reps, 1).to(device), pb.float().repeat(reps, 1).to(device)
     models = None if gpu_only else fcl_models(world)
-
-    def timed(fn, n, slow=False):
-        return best_time(fn, repeats=1 if n >= 100_000 or (slow and n >= 1024) else 3, warmup=1)
 
     rows = []
     started = time.perf_counter()
@@ -191,8 +359,23 @@ def main() -> None:
           f"enabled obstacles; one query = one pose against its whole environment (timed on at most "
           f"{WORLD_LEARNED_MAX} learned / {WORLD_EXACT_MAX} exact queries, extrapolated)")
     print_table(world_rows, ["backend", "queries", "timed", "latency_ms", "qps", "us_per_query"])
+    print_panda(panda, accuracy, note, device)
     write_json("planning", {"device": device, "rows": rows, "world_rows": world_rows, "sizes": sizes,
-                            "exact_max": args.exact_max, "fcl_max": FCL_MAX, "grad_max": GRAD_MAX}, args.out)
+                            "exact_max": args.exact_max, "fcl_max": FCL_MAX, "grad_max": GRAD_MAX,
+                            "panda_rows": panda, "sphere_accuracy": accuracy}, args.out)
+
+
+def print_panda(rows, accuracy, note, device) -> None:
+    if note:
+        print(f"\n{note}")
+        return
+    print(f"\nPanda links vs household clutter on {device}: cost of batch x horizon configurations "
+          f"(latency of the whole batch, extrapolated where timed < link_queries), + joint-space gradient")
+    print_table(rows, ["backend", "configs", "link_queries", "timed", "latency_ms", "qps", "us_per_link_query",
+                       "grad_latency_ms", "grad_us_per_link_query"])
+    print("\nsphere-approximated Panda vs the exact meshes, configurations within 5 cm of the clutter")
+    print_table(accuracy, ["spheres_per_link", "inflate_m", "configs", "colliding", "false_collisions",
+                           "missed_collisions", "false_rate", "miss_rate"])
 
 
 if __name__ == "__main__":

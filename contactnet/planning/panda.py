@@ -12,15 +12,19 @@ resolves from the URDF's ancestors. Visual meshes (.dae) are skipped: only colli
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
 import zipfile
 from pathlib import Path
 
+import numpy as np
+
 from contactnet.data.robosuite_meshes import WHEEL_ENV, locate_wheel, read_mesh
 
-__all__ = ["HOUSEHOLD", "PANDA_IGNORE", "PANDA_READY", "PANDA_URDF", "extract_panda", "household_meshes"]
+__all__ = ["CLUTTER", "HOUSEHOLD", "PANDA_IGNORE", "PANDA_READY", "PANDA_URDF", "add_clutter", "extract_panda",
+           "household_meshes"]
 
 PACKAGE = "robosuite/models/assets/bullet_data/panda_description/"
 PANDA_URDF = "panda_description/urdf/panda_arm_hand.urdf"
@@ -55,6 +59,30 @@ def household_meshes(names=HOUSEHOLD, wheel: str | Path | None = None, download:
                 raise ValueError(f"names: {name!r} has no {entry} in {path.name}")
             out[name] = read_mesh(archive.read(entry), entry)
     return out
+
+
+# The clutter of the notebook and the benchmark, in front of a Panda at the origin: x, y, yaw of each
+# object standing on a table whose top is z = 0 (0.5 x 0.8 m, from x = 0.35).
+CLUTTER = {"cereal": (0.52, 0.085, 0.0), "milk": (0.52, -0.075, 0.0), "can": (0.62, 0.02, 0.0),
+           "bread": (0.42, 0.06, 0.8), "bottle": (0.45, -0.12, 0.0)}
+
+
+def add_clutter(world, objects: dict, env: int = 0) -> list[str]:
+    """Add the table and the CLUTTER objects (meshes from `household_meshes`) to `world` as obstacles
+    of environment `env`; returns the obstacle names (the table first)."""
+    import trimesh
+
+    table = trimesh.creation.box(extents=[0.5, 0.8, 0.04])
+    names = []
+    for name, (x, y, yaw) in {"table": (0.6, 0.0, 0.0), **CLUTTER}.items():
+        v, f = (table.vertices, table.faces) if name == "table" else objects[name]
+        if name not in world.mesh_names:
+            world.add_mesh(name, (v, f))
+        # Stand it on the table: its lowest point at z = 0 (the table's top at z = 0 too).
+        z = -0.02 if name == "table" else -float(np.min(v[:, 2])) + float(world.mesh_offset(name)[2])
+        names.append(f"{name}_{env}")
+        world.add_obstacle(names[-1], name, [x, y, z, math.cos(yaw / 2), 0, 0, math.sin(yaw / 2)], env=env)
+    return names
 
 
 def extract_panda(out: str | Path, wheel: str | Path | None = None, download: bool = True,
