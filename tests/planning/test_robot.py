@@ -267,3 +267,19 @@ def test_bad_inputs_raise_clear_errors(scene):
     with pytest.raises(ValueError, match="unsupported collision shape <capsule>"):
         load_urdf('<robot name="r"><link name="a"><collision><geometry><capsule radius="1" length="1"/>'
                   '</geometry></collision></link></robot>')
+
+
+def test_learned_hot_path_traces_without_graph_breaks():
+    # fullgraph=True fails on any graph break: a host sync (.item(), nonzero, a Python branch on a
+    # tensor) would be one. FK, the body gather, the world slots and the self pairs are all dense.
+    world, robot = three_link_world(dtype=torch.float32)
+    rc = RobotChecker(robot, CollisionChecker(world, "locc", tiny_net("locc"), validate=False))
+    q = random_q(robot, 6, seed=1).reshape(2, 3, 3)
+    env = torch.zeros(2, dtype=torch.long)
+    compiled = torch.compile(lambda x: rc.cost(x, env), backend="eager", fullgraph=True)
+    x = q.clone().requires_grad_()
+    cost = compiled(x)
+    (grad,) = torch.autograd.grad(cost.sum(), x)
+    eager_cost, eager_grad = rc.robot_cost(q, env)
+    torch.testing.assert_close(cost.detach(), eager_cost)
+    torch.testing.assert_close(grad, eager_grad)
