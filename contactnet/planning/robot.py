@@ -15,8 +15,9 @@ backward gives the joint-space gradient) and T_offset the fixed link-to-mesh-fra
 Self-collision. Bodies i < j are checked unless they are adjacent or ignored. Adjacent: one's link
 is the other's nearest ancestor link that has collision geometry (parent / child joints, skipping
 links without geometry such as the Panda's `panda_link8`), or an attached object and the link it
-rides on (the nearest one with geometry, if its own has none). `ignore` (Robot and attach) adds pairs a user knows to be harmless (fingers touching the
-grasped mug; link pairs in contact by design).
+rides on (the nearest one with geometry, if its own has none). `ignore` (Robot and attach) adds
+pairs a user knows to be harmless (fingers touching the grasped mug; link pairs in contact by
+design).
 
 Joints. `q` follows `Robot.joint_names`, pytorch_kinematics' order of the movable joints.
 pytorch_kinematics does not apply URDF `<mimic>`: a mimic joint is one more independent DOF (the

@@ -112,6 +112,9 @@ def swept_check(robot_checker: RobotChecker, q: torch.Tensor, env_idx=None, clea
     if not clearance > 0:
         raise ValueError(f"clearance: expected a distance > 0 (metres), got {clearance}")
     world = robot.world
+    if robot_checker.world_collision and not world.obstacle_names:
+        raise ValueError("world: has no obstacle in any environment; add obstacles, or make the "
+                         "RobotChecker with world_collision=False for self-collision only")
     lib = world.library
     batch, horizon = q.shape[:2]
     q = q.detach().to(world.dtype)
@@ -147,6 +150,9 @@ def swept_check(robot_checker: RobotChecker, q: torch.Tensor, env_idx=None, clea
         body_b.append(pairs[:, 1].repeat(segments))
         obs_mesh.append(torch.zeros(segments * p, dtype=torch.int64, device=world.device))
         obs_pose.append(world.obstacle_pose.new_zeros(segments * p, 7))
+    if not seg:  # self-collision only, and no pair left to check
+        empty = torch.zeros(0, dtype=torch.int64, device=world.device)
+        seg, body_a, body_b, obs_mesh, obs_pose = [empty], [empty], [empty], [empty], [world.obstacle_pose[0, :0]]
     seg, body_a, body_b = torch.cat(seg), torch.cat(body_a), torch.cat(body_b)
     obs_mesh, obs_pose = torch.cat(obs_mesh), torch.cat(obs_pose)
     moving_b = body_b >= 0

@@ -45,7 +45,8 @@ def test_bodies_match_urdf_geometry_built_with_trimesh(scene):
     for k in range(len(q)):
         ref = link_transforms(URDF.read_text(), dict(zip(robot.joint_names, q[k].tolist())))
         base = trimesh.creation.box(extents=[0.2, 0.2, 0.1]).apply_transform(ref["base"] @ origin_xyz(0, 0, 0.05))
-        finger = trimesh.creation.box(extents=[0.02, 0.02, 0.06]).apply_transform(ref["finger"] @ origin_xyz(0, 0, 0.03))
+        finger = trimesh.creation.box(extents=[0.02, 0.02, 0.06]).apply_transform(
+            ref["finger"] @ origin_xyz(0, 0, 0.03))
         bar = trimesh.creation.box(extents=[0.3, 0.04, 0.04]).apply_transform(
             ref["fore"] @ _origin(xyz="0.15 0 0", rpy="0.3 0 0"))
         tip = trimesh.load(PACKAGES["test_robot"] / "tip.obj", process=False)

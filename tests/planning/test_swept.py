@@ -100,5 +100,14 @@ def test_swept_bad_inputs():
         swept_check(rc, torch.zeros(1, 2, 3, dtype=torch.float64), clearance=0)
     with pytest.raises(ValueError, match="q: contains NaN"):
         swept_check(rc, torch.full((1, 2, 3), float("nan"), dtype=torch.float64))
+    empty, bare = three_link_world(obstacles=False)
+    with pytest.raises(ValueError, match="world: has no obstacle"):
+        swept_check(RobotChecker(bare, CollisionChecker(empty, "exact")), torch.zeros(1, 2, 3, dtype=torch.float64))
+    bare.ignore("base", "fore")
+    bare.ignore("base", "finger")
+    bare.ignore("upper", "finger")  # nothing left to check: every segment is free
+    res = swept_check(RobotChecker(bare, CollisionChecker(empty, "exact"), world_collision=False),
+                      torch.zeros(2, 3, 3, dtype=torch.float64))
+    assert res.colliding.shape == (2, 2) and not res.colliding.any()
     with pytest.raises(ValueError, match="substeps: expected an int >= 1"):
         swept_cost(rc, torch.zeros(1, 2, 3, dtype=torch.float64), substeps=0)
