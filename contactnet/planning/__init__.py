@@ -2,43 +2,43 @@
 kind (cuboids, spheres, capsules, cylinders, meshes, point clouds, voxel grids) with cuRobo-layout
 sphere queries (`sphere_cost`, `sphere_signed_distance`), and
 a `CollisionChecker` (learned, exact or certified hybrid backend) with batched, differentiable
-queries and costs, and `choose_tau` / `hybrid_summary` to set the hybrid's threshold. No Lightning
-import."""
+queries and costs, and `choose_tau` / `hybrid_summary` to set the hybrid's threshold; robots from
+URDF (`Robot`, `RobotChecker`: link meshes, self-collision, attached objects, joint-space cost and
+gradient) and swept checks between waypoints (`swept_check`, `swept_cost`). No Lightning import."""
 
 from contactnet.planning.checker import BACKENDS, CollisionChecker, PairResult, WorldResult
 from contactnet.planning.cost import collision_cost, learned_collision_cost
 from contactnet.planning.exact import exact_signed_distance
 from contactnet.planning.hybrid import choose_tau, hybrid_summary
 from contactnet.planning.primitives import PrimitiveKind
+from contactnet.planning.robot import Robot, RobotChecker, RobotResult
 from contactnet.planning.spheres import sphere_cost, sphere_signed_distance
+from contactnet.planning.swept import SweptResult, swept_check, swept_cost
+from contactnet.planning.urdf import load_urdf
 from contactnet.planning.voxels import VoxelGrid, voxel_grid_from_world
 from contactnet.planning.world import CollisionWorld
-# Robots from URDF and swept checks between waypoints (robot.py, swept.py, urdf.py).
-from contactnet.planning.robot import Robot, RobotChecker, RobotResult  # noqa: E402,I001
-from contactnet.planning.swept import SweptResult, swept_check, swept_cost  # noqa: E402
-from contactnet.planning.urdf import load_urdf  # noqa: E402
 
 __all__ = [
     "BACKENDS",
     "CollisionChecker",
     "CollisionWorld",
+    "PairResult",
+    "PrimitiveKind",
     "Robot",
     "RobotChecker",
     "RobotResult",
     "SweptResult",
-    "PairResult",
-    "PrimitiveKind",
     "VoxelGrid",
     "WorldResult",
     "choose_tau",
     "collision_cost",
     "exact_signed_distance",
     "hybrid_summary",
-    "load_urdf",
-    "swept_check",
-    "swept_cost",
     "learned_collision_cost",
+    "load_urdf",
     "sphere_cost",
     "sphere_signed_distance",
+    "swept_check",
+    "swept_cost",
     "voxel_grid_from_world",
 ]
