@@ -76,7 +76,8 @@ class _Body(NamedTuple):
 class Robot:
     """A URDF robot's collision bodies in `world` (a `CollisionWorld`).
 
-    urdf: file path or URDF text; package_dirs: folders for `package://` meshes; name: prefix of
+    urdf: file path, URDF text or a `load_urdf` result (to choose its tessellation_tol);
+    package_dirs: {package: folder} or folders for `package://` meshes; name: prefix of
     the world mesh names (default: the URDF's robot name); base_pose: (7,) the root link in the
     world, POSE_ORDER; ignore: pairs (name, name) of links whose collision is not checked.
     Registering the link meshes reallocates the world's mesh library: build robots before

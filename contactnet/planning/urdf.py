@@ -8,10 +8,10 @@ Mesh paths: `package://<pkg>/<rest>` resolves to `package_dirs[<pkg>]/<rest>` wh
 is a mapping {package name: folder}; otherwise to `<dir>/<pkg>/<rest>` for the first of
 `package_dirs` (then the URDF file's ancestor folders) that has a folder `<pkg>`, or to
 `<dir>/<rest>` when `<dir>` itself is named `<pkg>`; `file://` and relative paths resolve against
-the URDF file's folder. Primitives are tessellated (cylinders with `CYLINDER_SECTIONS` sides, spheres
-as icospheres with `SPHERE_SUBDIVISIONS`): the collision mesh is the polygon soup the exact and
-learned backends query, so a tessellated cylinder is inscribed in the true one (off by at most
-r (1 - cos(pi / sections)), 0.5 % of r with 32 sides).
+the URDF file's folder. Primitives are meshed as the world meshes its primitive obstacles
+(`primitives.tessellate`): boxes exactly, cylinders and spheres as polytopes that contain the shape
+and lie at most `tessellation_tol` outside it, so the mesh backends never miss a contact of the
+true link (they may report one up to that far early).
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["UrdfJoint", "UrdfModel", "load_urdf", "resolve_mesh_path", "rpy_matrix"]
+from contactnet.planning.primitives import PrimitiveKind, primitive_params, tessellate
 
-CYLINDER_SECTIONS = 32
-SPHERE_SUBDIVISIONS = 2
+__all__ = ["UrdfJoint", "UrdfModel", "load_urdf", "resolve_mesh_path", "rpy_matrix"]
 
 
 @dataclass
@@ -121,23 +120,30 @@ def resolve_mesh_path(filename: str, urdf_dir: Path | None, package_dirs=()) -> 
     return path
 
 
-def _geometry(geometry: ET.Element, where: str, urdf_dir, package_dirs) -> tuple[np.ndarray, np.ndarray]:
+def _geometry(geometry: ET.Element, where: str, urdf_dir, package_dirs, tol: float) -> tuple[np.ndarray, np.ndarray]:
     import trimesh
 
     shapes = [c for c in geometry if isinstance(c.tag, str)]
     if len(shapes) != 1:
         raise ValueError(f"urdf: {where}: expected one shape in <geometry>, got {[c.tag for c in shapes]}")
     shape = shapes[0]
-    if shape.tag == "box":
-        tm = trimesh.creation.box(extents=_numbers(shape.get("size"), 3, None, f"{where} box size"))
-    elif shape.tag == "cylinder":
-        r = _numbers(shape.get("radius"), 1, None, f"{where} cylinder radius")[0]
-        h = _numbers(shape.get("length"), 1, None, f"{where} cylinder length")[0]
-        tm = trimesh.creation.cylinder(radius=r, height=h, sections=CYLINDER_SECTIONS)
-    elif shape.tag == "sphere":
-        r = _numbers(shape.get("radius"), 1, None, f"{where} sphere radius")[0]
-        tm = trimesh.creation.icosphere(subdivisions=SPHERE_SUBDIVISIONS, radius=r)
-    elif shape.tag == "mesh":
+    if shape.tag in ("box", "cylinder", "sphere"):
+        try:
+            if shape.tag == "box":
+                kind = PrimitiveKind.CUBOID
+                params = primitive_params(kind, dims=_numbers(shape.get("size"), 3, None, f"{where} box size"))
+            elif shape.tag == "cylinder":
+                kind = PrimitiveKind.CYLINDER
+                params = primitive_params(kind, radius=_numbers(shape.get("radius"), 1, None, f"{where} radius")[0],
+                                          height=_numbers(shape.get("length"), 1, None, f"{where} length")[0])
+            else:
+                kind = PrimitiveKind.SPHERE
+                params = primitive_params(kind, radius=_numbers(shape.get("radius"), 1, None, f"{where} radius")[0])
+        except ValueError as error:
+            raise ValueError(f"urdf: {where}: {error}") from None
+        v, f, _ = tessellate(kind, params, tol)
+        return np.asarray(v, dtype=np.float64), np.asarray(f, dtype=np.int64)
+    if shape.tag == "mesh":
         filename = shape.get("filename")
         if not filename:
             raise ValueError(f"urdf: {where}: <mesh> without a filename")
@@ -152,10 +158,11 @@ def _geometry(geometry: ET.Element, where: str, urdf_dir, package_dirs) -> tuple
     return np.asarray(tm.vertices, dtype=np.float64), np.asarray(tm.faces, dtype=np.int64)
 
 
-def load_urdf(urdf, package_dirs=()) -> UrdfModel:
+def load_urdf(urdf, package_dirs=(), tessellation_tol: float = 1e-3) -> UrdfModel:
     """Parse `urdf` (a file path, or the URDF text itself) into links, joints and per-link collision
     meshes in the link frame. package_dirs: {package: folder}, or folders searched for
-    `package://` meshes (module docstring)."""
+    `package://` meshes; tessellation_tol: metres, how far outside a cylinder or sphere its mesh may
+    lie (module docstring)."""
     if isinstance(urdf, Path) or (isinstance(urdf, str) and not urdf.lstrip().startswith("<")):
         path = Path(urdf)
         if not path.is_file():
@@ -196,7 +203,7 @@ def load_urdf(urdf, package_dirs=()) -> UrdfModel:
             geometry = col.find("geometry")
             if geometry is None:
                 raise ValueError(f"urdf: {where}: no <geometry>")
-            v, f = _geometry(geometry, where, urdf_dir, package_dirs)
+            v, f = _geometry(geometry, where, urdf_dir, package_dirs, tessellation_tol)
             t = _origin(col.find("origin"), where)
             parts.append((v @ t[:3, :3].T + t[:3, 3], f))
         if parts:
