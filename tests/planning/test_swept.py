@@ -13,18 +13,24 @@ from contactnet.planning.swept import motion_bounds, swept_check, swept_cost
 from tests.planning.robots import random_q, three_link_world
 
 
-def _wall_scene(thickness=0.004):
+def _wall_scene(thickness=0.004, kind="mesh"):
     """The test arm and a thin wall in the plane y = 0 in front of it (x in [0.2, 0.5]): the upper
-    arm points at yaw 0.2 + q_shoulder, so it lies in the wall's plane at q_shoulder = -0.2."""
+    arm points at yaw 0.2 + q_shoulder, so it lies in the wall's plane at q_shoulder = -0.2. The
+    wall is a mesh obstacle, or (kind "cuboid") a cuboid primitive."""
     world, robot = three_link_world(obstacles=False)
+    pose = [0.35, 0.0, 0.15, 1, 0, 0, 0]
+    if kind == "cuboid":
+        world.add_cuboid("wall", [0.3, thickness, 0.2], pose)
+        return world, robot
     wall = trimesh.creation.box(extents=[0.3, thickness, 0.2])
     world.add_mesh("wall", (wall.vertices, wall.faces))
-    world.add_obstacle("wall", "wall", [0.35, 0.0, 0.15, 1, 0, 0, 0])
+    world.add_obstacle("wall", "wall", pose)
     return world, robot
 
 
-def test_thin_wall_crossed_between_free_waypoints_is_caught():
-    world, robot = _wall_scene()
+@pytest.mark.parametrize("kind", ["mesh", "cuboid"])
+def test_thin_wall_crossed_between_free_waypoints_is_caught(kind):
+    world, robot = _wall_scene(kind=kind)
     rc = RobotChecker(robot, CollisionChecker(world, "exact"))
     q = torch.tensor([[[-0.7, 0.0, 0.0], [0.3, 0.0, 0.0], [1.5, 0.0, 0.0]]], dtype=torch.float64)
     assert not rc.query(q).colliding.any()  # every waypoint is free
