@@ -198,8 +198,8 @@ def test_distance_matches_fcl(lib64):
 
 
 def test_distance_large_meshes_near_contact_matches_fcl():
-    """20k-triangle meshes 0.5 mm apart, where the best-first search's fixed heap overflows (and
-    the depth-first pass finishes from its distance): still the exact minimum."""
+    """20k-triangle meshes 0.5 mm apart, where the best-first search's fixed heap spills pairs (which
+    it finishes depth-first from its distance): still the exact minimum."""
     import fcl
 
     from contactnet.ops.reference.mesh_cases import near_contact_poses
