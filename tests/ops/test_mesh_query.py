@@ -222,6 +222,29 @@ def test_distance_large_meshes_near_contact_matches_fcl():
         assert abs(float(triangle_pairs_closest(ta[None], tb[None])[0][0]) - float(got.distance[k])) < 1e-12
 
 
+def test_distance_finds_one_bump_among_parallel_faces():
+    """Two finely meshed boxes face to face 1 cm apart, one vertex of B's facing side moved 10 um
+    towards A: thousands of node pairs with nearly tied bounds fill the best-first heap, which
+    spills pairs to finish later; the exact minimum (gap - 10 um, at the bump) must still be
+    found, wherever the bump is."""
+    v, f = subdivided_box((0.1, 0.1, 0.1), 4)  # 3072 triangles
+    v, f = np.asarray(v, dtype=np.float64), np.asarray(f)
+    facing = np.flatnonzero((np.abs(v[:, 0] + 0.05) < 1e-12) & (np.abs(v[:, 1:]) < 0.045).all(axis=1))
+    bumps = np.random.default_rng(0).choice(facing, 12, replace=False)
+    meshes = [Mesh(v, f, name="a")]
+    for i in bumps:
+        w = v.copy()
+        w[i, 0] -= 1e-5
+        meshes.append(Mesh(w, f, name=f"bump{i}"))
+    lib = MeshLibrary(meshes, dtype=torch.float64)
+    q, gap = len(bumps), 0.01
+    pa = torch.tensor([IDENTITY] * q, dtype=torch.float64)
+    pb = pa.clone()
+    pb[:, 0] = 0.1 + gap
+    got = mesh_distance(lib, torch.zeros(q, dtype=torch.int64), torch.arange(1, q + 1), pa, pb)
+    assert torch.allclose(got.distance, torch.full((q,), gap - 1e-5, dtype=torch.float64), rtol=0, atol=1e-15)
+
+
 def test_collide_matches_fcl_and_containment(lib64):
     """Thousands of random pairs: ours == fcl surface collision OR warp winding-number
     containment (both independent libraries)."""
