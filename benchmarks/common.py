@@ -20,6 +20,22 @@ def best_time(fn: Callable[[], object], repeats: int = 3, warmup: int = 1) -> fl
     return min(wall_time(fn) for _ in range(repeats))
 
 
+def interleaved_times(ours: Callable[[], object], peer: Callable[[], object], rounds: int = 15,
+                      warmup: int = 1) -> tuple[float, float, float]:
+    """(median seconds of `ours`, of `peer`, median of the per-round ratios peer / ours), the two
+    called alternately `rounds` times after `warmup` calls each: on a shared machine both see the
+    same load, so the ratio is steadier than either time."""
+    for _ in range(warmup):
+        ours()
+        peer()
+    t_ours, t_peer = [], []
+    for _ in range(rounds):
+        t_ours.append(wall_time(ours))
+        t_peer.append(wall_time(peer))
+    ratios = sorted(p / o for o, p in zip(t_ours, t_peer))
+    return sorted(t_ours)[rounds // 2], sorted(t_peer)[rounds // 2], ratios[rounds // 2]
+
+
 def wall_time(fn: Callable[[], object]) -> float:
     """Seconds one call of `fn` takes, with the GPU synchronised before and after."""
     if torch.cuda.is_available():

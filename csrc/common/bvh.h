@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "box.h"
+#include "distance.h"
 #include "winding.h"
 
 namespace contactnet {
@@ -104,9 +105,103 @@ CN_HD Rigid<float> box_frame(const Rigid<T>& f) {
   return g;
 }
 
+// A leaf's triangles in its own box's coordinates (float32, like the box tests).
+struct LeafInBox {
+  float v[kBvhLeafSize][3][3];
+  int count;
+};
+template <typename T>
+CN_HD void leaf_in_box(const MeshBvh<T>& m, int32_t node, LeafInBox& out) {
+  const float* box = m.nodes[node].box;
+  const int32_t link = m.nodes[node].link;
+  const int32_t first = leaf_first(link);
+  out.count = leaf_count(link);
+  const Vec3<T> c = load3_as<T>(box + 9);
+  for (int i = 0; i < out.count; ++i) {
+    Vec3<T> t[3];
+    load_tri(m.tris, first + i, t);
+    for (int k = 0; k < 3; ++k) {
+      const Vec3<T> d = t[k] - c;
+      for (int r = 0; r < 3; ++r)
+        out.v[i][k][r] = static_cast<float>(dot(load3_as<T>(box + 3 * r), d));
+    }
+  }
+}
+
+// Lower bound on the distance between a leaf's triangles and the other box of the pair `r`, the
+// smallest over the triangles of the larger of (a) the distance between the triangle's
+// axis-aligned box in the other box's frame and that box, and (b) the gap of their projections
+// on the direction from the box's centre to its closest point on the triangle. Why: a leaf of a
+// coarse mesh's large triangles has a thick box, which against a small, finely meshed object an
+// object size away prunes next to nothing (real meshes: 100x Coal's time on some pairs, whose
+// one-triangle leaves have tight bounds); the leaf's own triangles prune as tightly as
+// one-triangle leaves. Rounding: float32 like the box tests, covered by the same slack.
+// `leaf_is_a`: the leaf is r's box a (its points move into b's frame by y = C^T (x - ta)), else
+// it is box b (x = C y + ta into a's frame). Returns `floor` (the caller's own bound) as soon as
+// the minimum cannot exceed it.
+CN_HD void to_other_box(const ObbRel<float>& r, bool leaf_is_a, const float p[3], float out[3]) {
+  for (int j = 0; j < 3; ++j) {
+    out[j] = leaf_is_a ? r.C[0][j] * (p[0] - r.ta[0]) + r.C[1][j] * (p[1] - r.ta[1]) +
+                             r.C[2][j] * (p[2] - r.ta[2])
+                       : r.C[j][0] * p[0] + r.C[j][1] * p[1] + r.C[j][2] * p[2] + r.ta[j];
+  }
+}
+CN_HD float leaf_triangles_gap(const LeafInBox& leaf, const ObbRel<float>& r, bool leaf_is_a,
+                               float floor) {
+  const float* h = leaf_is_a ? r.hb : r.ha;
+  float best = INFINITY;  // the smallest triangle bound so far, before the slack
+  for (int i = 0; i < leaf.count; ++i) {
+    float y[3][3];
+    for (int k = 0; k < 3; ++k) to_other_box(r, leaf_is_a, leaf.v[i][k], y[k]);
+    float d2 = 0.0f;
+    for (int j = 0; j < 3; ++j) {
+      const float lo = min_(y[0][j], min_(y[1][j], y[2][j]));
+      const float hi = max_(y[0][j], max_(y[1][j], y[2][j]));
+      const float g = max_(0.0f, max_(lo - h[j], -h[j] - hi));
+      d2 += g * g;
+    }
+    float tri = sqrtf(d2);
+    // (b) only where it could lower the minimum: max(a, b) >= a.
+    if (tri < best) {
+      // (b): a projection gap is a lower bound along any unit direction (so an approximate
+      // closest point is fine), and along this one it is nearly the distance when the box is
+      // small against it (far field), also where the closest point is on an edge or a corner.
+      const Vec3<float> y0 = make_vec3(y[0][0], y[0][1], y[0][2]);
+      const Vec3<float> y1 = make_vec3(y[1][0], y[1][1], y[1][2]);
+      const Vec3<float> y2 = make_vec3(y[2][0], y[2][1], y[2][2]);
+      const PointTriangleResult<float> pt =
+          point_triangle_closest(make_vec3(0.0f, 0.0f, 0.0f), y0, y1, y2);
+      if (pt.dist2 > 0.0f) {
+        const Vec3<float> u = (1.0f / sqrtf(pt.dist2)) * (pt.w0 * y0 + pt.w1 * y1 + pt.w2 * y2);
+        const float along = min_(dot(u, y0), min_(dot(u, y1), dot(u, y2))) -
+                            (h[0] * abs_(u.x) + h[1] * abs_(u.y) + h[2] * abs_(u.z));
+        // max_(along, tri) is tri where along is NaN (a float32-degenerate triangle): a NaN
+        // would drop this triangle from the minimum.
+        tri = max_(along, tri);
+      }
+    }
+    best = min_(best, tri);
+    if (best - r.slack <= floor) return floor;  // no better than the caller's bound
+  }
+  return best - r.slack;
+}
+
+template <typename T, typename Visitor>
+CN_HD T raise_by_leaf(const Visitor& visitor, T lb, bool use_leaf, const LeafInBox& leaf,
+                      const ObbRel<float>& r, bool leaf_is_a) {
+  if constexpr (Visitor::kLeafTriangleBounds) {
+    if (use_leaf && !(lb > visitor.threshold()))
+      return max_(lb, visitor.triangle_bound(
+                          leaf_triangles_gap(leaf, r, leaf_is_a, static_cast<float>(lb))));
+  }
+  return lb;
+}
+
 // The two child pairs of node pair (na, nb), not both leaves, with the visitor's bounds: the
 // larger box is split (half extents are frame-free, read in place); the fixed node's part of the
-// relative frame is computed once for both children.
+// relative frame is computed once for both children. A visitor with kLeafTriangleBounds has,
+// where the fixed node is a leaf, its bound raised to leaf_triangles_gap when that is larger
+// (visitor.triangle_bound maps the gap to its bound).
 template <typename T, typename Visitor>
 CN_HD void child_pairs(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<float>& f,
                        const Visitor& visitor, int32_t na, int32_t nb, int32_t pa[2],
@@ -116,13 +211,20 @@ CN_HD void child_pairs(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<flo
   const bool leaf_a = is_leaf(node_a.link), leaf_b = is_leaf(node_b.link);
   const bool split_a =
       !leaf_a && (leaf_b || box_size_at(node_a.box) >= box_size_at(node_b.box));
+  LeafInBox leaf;
+  bool use_leaf = false;
+  if constexpr (Visitor::kLeafTriangleBounds) {
+    use_leaf = split_a ? leaf_b : leaf_a;
+    if (use_leaf) leaf_in_box(split_a ? b : a, split_a ? nb : na, leaf);
+  }
   if (split_a) {
     const FixedB<float> fixed = fixed_b(node_b.box, f);
     pa[0] = na + 1;
     pa[1] = node_a.link;
     for (int c = 0; c < 2; ++c) {
       pb[c] = nb;
-      lb[c] = visitor.bound(obb_rel(fixed, a.nodes[pa[c]].box));
+      const ObbRel<float> r = obb_rel(fixed, a.nodes[pa[c]].box);
+      lb[c] = raise_by_leaf(visitor, visitor.bound(r), use_leaf, leaf, r, false);
     }
   } else {
     const FixedA<float> fixed = fixed_a(node_a.box, f);
@@ -130,7 +232,8 @@ CN_HD void child_pairs(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<flo
     pb[1] = node_b.link;
     for (int c = 0; c < 2; ++c) {
       pa[c] = na;
-      lb[c] = visitor.bound(obb_rel(fixed, b.nodes[pb[c]].box));
+      const ObbRel<float> r = obb_rel(fixed, b.nodes[pb[c]].box);
+      lb[c] = raise_by_leaf(visitor, visitor.bound(r), use_leaf, leaf, r, true);
     }
   }
 }
@@ -153,15 +256,16 @@ CN_HD void prefetch_children(const MeshBvh<T>& a, const MeshBvh<T>& b, int32_t n
 // The larger box of a pair is split. Of two child pairs, the one with the smaller bound is
 // visited first (best-first descent, which is what lets a shrinking distance threshold prune the
 // rest). Returns true when the visitor stopped the traversal.
+// dual_traverse_from starts from node pair (na0, nb0) with bound lb0 instead of the roots (fb:
+// box_frame(f)).
 template <typename T, typename Visitor>
-CN_HD bool dual_traverse(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<T>& f,
-                         Visitor& visitor) {
+CN_HD bool dual_traverse_from(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<float>& fb,
+                              Visitor& visitor, int32_t na0, int32_t nb0, T lb0) {
   int32_t stack_a[kDualStack], stack_b[kDualStack];
   T stack_lb[kDualStack];
-  stack_a[0] = 0;
-  stack_b[0] = 0;
-  const Rigid<float> fb = box_frame(f);
-  stack_lb[0] = visitor.bound(obb_rel(fixed_a(a.nodes[0].box, fb), b.nodes[0].box));
+  stack_a[0] = na0;
+  stack_b[0] = nb0;
+  stack_lb[0] = lb0;
   int top = 1;
   while (top > 0) {
     --top;
@@ -190,17 +294,33 @@ CN_HD bool dual_traverse(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<T
   }
   return false;
 }
+template <typename T, typename Visitor>
+CN_HD bool dual_traverse(const MeshBvh<T>& a, const MeshBvh<T>& b, const Rigid<T>& f,
+                         Visitor& visitor) {
+  const Rigid<float> fb = box_frame(f);
+  const T lb0 = visitor.bound(obb_rel(fixed_a(a.nodes[0].box, fb), b.nodes[0].box));
+  return dual_traverse_from(a, b, fb, visitor, 0, 0, lb0);
+}
 
 // Open node pairs of the best-first traversal: a binary min-heap on the bound, of fixed capacity
 // (16 KB per query in float64; pairs of 10k- and 100k-triangle meshes 0.5 mm apart keep up to ~500
-// open pairs). When full, a new pair replaces the pair with the largest bound if its own is
-// smaller; either way one pair is dropped and `complete` becomes false.
+// open pairs), and beside it a list of pairs deferred when the heap was full (32 KB): a full heap
+// spills its second half there, and the traversal finishes those depth-first once the heap is
+// spent, from the distance the heap found (most are then pruned at once). Far-field pairs of real
+// meshes keep thousands of open pairs of nearly equal bounds; evicting the largest bound of a
+// full heap instead scanned half of it per push (up to 20x Coal's time). Only when the deferred
+// list is full too does a new pair replace the heap's largest bound if its own is smaller; then
+// one pair is dropped and `complete` becomes false.
 constexpr int kBestFirstHeap = 1024;
+constexpr int kBestFirstDeferred = 2048;
 template <typename T>
 struct PairHeap {
   int32_t na[kBestFirstHeap], nb[kBestFirstHeap];
   T lb[kBestFirstHeap];
   int size = 0;
+  int32_t deferred_a[kBestFirstDeferred], deferred_b[kBestFirstDeferred];
+  T deferred_lb[kBestFirstDeferred];
+  int deferred = 0;
   bool complete = true;
 
   CN_HD void swap_rows(int i, int j) {
@@ -216,6 +336,12 @@ struct PairHeap {
     }
   }
   CN_HD void push(int32_t x, int32_t y, T l) {
+    if (size == kBestFirstHeap && deferred + kBestFirstHeap / 2 <= kBestFirstDeferred) {
+      // Spill the heap's second half: leaves (so what stays is a heap), where the larger bounds are.
+      for (int j = kBestFirstHeap / 2; j < kBestFirstHeap; ++j, ++deferred)
+        deferred_a[deferred] = na[j], deferred_b[deferred] = nb[j], deferred_lb[deferred] = lb[j];
+      size = kBestFirstHeap / 2;
+    }
     int i = size;
     if (size == kBestFirstHeap) {
       complete = false;
@@ -274,6 +400,12 @@ CN_HD bool best_first_traverse(const MeshBvh<T>& a, const MeshBvh<T>& b, const R
       if (!(lb[c] > visitor.threshold())) heap.push(pa[c], pb[c], lb[c]);
   }
   complete = heap.complete;
+  for (int i = 0; i < heap.deferred; ++i) {
+    if (heap.deferred_lb[i] > visitor.threshold()) continue;
+    if (dual_traverse_from(a, b, fb, visitor, heap.deferred_a[i], heap.deferred_b[i],
+                           heap.deferred_lb[i]))
+      return true;
+  }
   return false;
 }
 

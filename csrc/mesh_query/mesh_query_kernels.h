@@ -150,6 +150,7 @@ template <typename T>
 struct IntersectVisitor {
   const QueryFrame<T>& qf;
   int hit_a, hit_b;  // leaf-order rows of the first intersecting pair found
+  static constexpr bool kLeafTriangleBounds = false;  // its bounds order by depth, not distance
   CN_HD T threshold() const { return T(0); }
   // 1 (> threshold, pruned) when a separating axis exists, else the boxes' separation (<= 0):
   // of two overlapping child pairs the deeper one is entered first (box.h).
@@ -189,6 +190,9 @@ struct DistanceVisitor {
   CN_HD T bound(const ObbRel<float>& r) const {
     return obb_distance_lower_bound(r, static_cast<float>(best));
   }
+  // Leaf triangles' own bounds (common/bvh.h): far-field queries of a coarse mesh against a fine one.
+  static constexpr bool kLeafTriangleBounds = true;
+  CN_HD T triangle_bound(float gap) const { return gap > 0.0f ? T(gap) : T(0); }
   // Exact distance of A's triangle i and B's triangle j (leaf-order rows, B's in A's frame);
   // returns true when it is 0 (nothing can be closer).
   CN_HD bool try_pair(const Vec3<T> A[3], const Vec3<T> B[3], int i, int j) {
@@ -391,6 +395,8 @@ struct BlemVisitor {
   Sink& sink;
   int64_t count;
 
+  // Not here: a different bound reorders the traversal, hence the contacts' order.
+  static constexpr bool kLeafTriangleBounds = false;
   CN_HD T threshold() const { return ra + rb; }
   CN_HD T bound(const ObbRel<float>& r) const {
     return obb_distance_lower_bound(r, static_cast<float>(ra + rb));

@@ -1,5 +1,5 @@
 """Mesh queries (BVH distance, collision, BLEM contacts, clustering) against brute force,
-python-fcl, trimesh containment, Klampt, and hand-computed contacts."""
+python-fcl, Coal, trimesh containment, Klampt, and hand-computed contacts."""
 
 import math
 
@@ -198,8 +198,8 @@ def test_distance_matches_fcl(lib64):
 
 
 def test_distance_large_meshes_near_contact_matches_fcl():
-    """20k-triangle meshes 0.5 mm apart, where the best-first search's fixed heap overflows (and
-    the depth-first pass finishes from its distance): still the exact minimum."""
+    """20k-triangle meshes 0.5 mm apart, where the best-first search's fixed heap spills pairs (which
+    it finishes depth-first from its distance): still the exact minimum."""
     import fcl
 
     from contactnet.ops.reference.mesh_cases import near_contact_poses
@@ -220,6 +220,29 @@ def test_distance_large_meshes_near_contact_matches_fcl():
         ta = world(lib, 0, pa[k])[got.tri_a[k]]
         tb = world(lib, 1, pb[k])[got.tri_b[k]]
         assert abs(float(triangle_pairs_closest(ta[None], tb[None])[0][0]) - float(got.distance[k])) < 1e-12
+
+
+def test_distance_finds_one_bump_among_parallel_faces():
+    """Two finely meshed boxes face to face 1 cm apart, one vertex of B's facing side moved 10 um
+    towards A: thousands of node pairs with nearly tied bounds fill the best-first heap, which
+    spills pairs to finish later; the exact minimum (gap - 10 um, at the bump) must still be
+    found, wherever the bump is."""
+    v, f = subdivided_box((0.1, 0.1, 0.1), 4)  # 3072 triangles
+    v, f = np.asarray(v, dtype=np.float64), np.asarray(f)
+    facing = np.flatnonzero((np.abs(v[:, 0] + 0.05) < 1e-12) & (np.abs(v[:, 1:]) < 0.045).all(axis=1))
+    bumps = np.random.default_rng(0).choice(facing, 12, replace=False)
+    meshes = [Mesh(v, f, name="a")]
+    for i in bumps:
+        w = v.copy()
+        w[i, 0] -= 1e-5
+        meshes.append(Mesh(w, f, name=f"bump{i}"))
+    lib = MeshLibrary(meshes, dtype=torch.float64)
+    q, gap = len(bumps), 0.01
+    pa = torch.tensor([IDENTITY] * q, dtype=torch.float64)
+    pb = pa.clone()
+    pb[:, 0] = 0.1 + gap
+    got = mesh_distance(lib, torch.zeros(q, dtype=torch.int64), torch.arange(1, q + 1), pa, pb)
+    assert torch.allclose(got.distance, torch.full((q,), gap - 1e-5, dtype=torch.float64), rtol=0, atol=1e-15)
 
 
 def test_collide_matches_fcl_and_containment(lib64):
@@ -244,6 +267,114 @@ def test_collide_matches_fcl_and_containment(lib64):
     assert wrong.size == 0, [(int(k), bool(surface[k]), bool(contain[k])) for k in wrong[:10]]
     n_surface, n_contain, n_compared = int(surface.sum()), int(contain[compared].sum()), int(compared.sum())
     assert n_compared > 1900 and n_surface > 100 and n_contain > 20 and n_compared - n_surface - n_contain > 100
+
+
+# ---- agreement with Coal (the FCL successor) on random and adversarial pairs ----------------
+
+
+def _coal_model(mesh):
+    coal = pytest.importorskip("coal")
+    m = coal.BVHModelOBBRSS()
+    m.beginModel(mesh.num_faces, mesh.num_vertices)
+    m.addVertices(mesh.vertices.numpy())
+    m.addTriangles(mesh.faces.numpy().astype(np.int32))
+    m.endModel()
+    return m
+
+
+def _coal_query(models, ia, ib, pa, pb):
+    """Per query: (Coal's distance, whether Coal finds the surfaces intersecting). Coal's distance
+    of intersecting surfaces is not a signed distance (it may be 0 or an estimate of the
+    penetration), so only separated pairs' distances compare with ours."""
+    import coal
+
+    from contactnet.geometry import quaternion_to_matrix
+
+    def tf(p):
+        return coal.Transform3s(quaternion_to_matrix(p[3:].double()).numpy(), p[:3].double().numpy())
+
+    out = []
+    for k in range(len(ia)):
+        ga, gb, ta, tb = models[int(ia[k])], models[int(ib[k])], tf(pa[k]), tf(pb[k])
+        cres = coal.CollisionResult()
+        coal.collide(ga, ta, gb, tb, coal.CollisionRequest(), cres)
+        d = coal.distance(ga, ta, gb, tb, coal.DistanceRequest(), coal.DistanceResult())
+        out.append((d, cres.isCollision()))
+    return out
+
+
+def _check_against_coal(lib, models, ia, ib, pa, pb, tol=1e-9):
+    """Where Coal's distance is positive: ours equals it (and our closest points are that far
+    apart); where it is not (surfaces crossing): ours is 0 and we collide. Returns how many pairs
+    Coal's collision test finds apart and colliding."""
+    got = mesh_distance(lib, ia, ib, pa, pb)
+    hit = mesh_collide(lib, ia, ib, pa, pb)
+    n_sep = n_hit = 0
+    for k, (d, coal_hit) in enumerate(_coal_query(models, ia, ib, pa, pb)):
+        ours = float(got.distance[k])
+        n_hit += coal_hit
+        if d <= 0.0:  # Coal's distance query found the surfaces crossing
+            assert coal_hit and ours == 0.0 and bool(hit[k]), (k, ours, d)
+            continue
+        # Coal's collision test accepts surfaces a hair apart (1e-7 m here) as colliding; its
+        # distance query still measures them.
+        n_sep += not coal_hit
+        assert abs(ours - d) <= tol * max(1.0, d), (k, ours, d)
+        # the reported points are at the reported distance and on the reported triangles
+        assert abs(float((got.point_a[k] - got.point_b[k]).norm()) - ours) <= 1e-12 + 1e-9 * ours
+    return n_sep, n_hit
+
+
+def test_distance_and_collide_match_coal_random_pairs(lib64):
+    """Random poses over every pair kind of the test library (soups included): separated, touching,
+    intersecting and nested pairs."""
+    models = {i: _coal_model(lib64[i]) for i in range(len(lib64))}
+    rng = np.random.default_rng(7)
+    q = 400
+    ia = torch.tensor(rng.integers(0, len(lib64), q))
+    ib = torch.tensor(rng.integers(0, len(lib64), q))
+    pa = random_poses(q, 0.06, seed=11)
+    pb = random_poses(q, 0.06, seed=12)
+    n_sep, n_hit = _check_against_coal(lib64, models, ia, ib, pa, pb)
+    assert n_sep > 100 and n_hit > 50
+
+
+def _adversarial_library():
+    """Coarse against fine (large triangles, whose leaf boxes are thick, facing a small finely
+    meshed object), flat faces against flat faces (many tied pairs), and open soups."""
+    meshes = [
+        Mesh(*box_mesh((0.4, 0.25, 0.1)), name="big_box"),  # 12 triangles, 40 cm
+        Mesh(*bumpy_sphere(4, 0.02, seed=5), name="fine"),  # 5120 triangles, 4 cm
+        Mesh(*subdivided_box((0.1, 0.1, 0.1), 2), name="fine_box"),  # 192 triangles
+        Mesh(*random_soup(80, 0.2, 0.08, seed=6), name="soup"),
+        Mesh(*bumpy_sphere(3, 0.05, seed=7), name="bumpy"),  # 1280 triangles
+    ]
+    return MeshLibrary(meshes, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("regime", ["far", "near", "touching", "overlapping"])
+def test_distance_and_collide_match_coal_adversarial(regime):
+    """Each pair kind at one object size apart (far field), 0.5 mm, 1e-7 m and 1 mm overlapping,
+    in both argument orders, against Coal."""
+    lib = _adversarial_library()
+    models = {i: _coal_model(lib[i]) for i in range(len(lib))}
+    pairs = [(0, 1), (1, 0), (0, 2), (2, 2), (0, 0), (3, 1), (1, 3), (4, 4), (4, 0), (2, 1)]
+    reps = 6
+    ia = torch.tensor([a for a, _ in pairs] * reps)
+    ib = torch.tensor([b for _, b in pairs] * reps)
+    size = torch.tensor([float((m.bounds()[1] - m.bounds()[0]).max()) for m in (lib[i] for i in range(len(lib)))])
+    gap = {"far": 0.5 * (size[ia] + size[ib]), "near": 5e-4, "touching": 1e-7, "overlapping": 5e-4}[regime]
+    pa, pb = near_contact_poses(lib, ia, ib, gap, seed=21, spread=1.0)
+    if regime == "overlapping":
+        res = mesh_distance(lib, ia, ib, pa, pb)
+        u = (res.point_a - res.point_b) / res.distance[:, None]
+        pb = pb.clone()
+        pb[:, :3] += 1.5e-3 * u  # B 1 mm into A
+    n_sep, n_hit = _check_against_coal(lib, models, ia, ib, pa, pb)
+    if regime == "overlapping":
+        assert n_hit > len(ia) // 2
+    elif regime != "touching":
+        assert n_sep == len(ia)
 
 
 def test_collide_open_soup_and_winding(lib64):
