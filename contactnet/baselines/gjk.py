@@ -1,0 +1,81 @@
+"""Boolean GJK with a uniform computational flow (LOCC §IV's UCF-GJK): a fixed number of
+iterations, the same tensor operations for every pair, no data-dependent branching.
+
+Two convex sets A, B (each the hull of a padded vertex set) intersect iff the origin lies in their
+Minkowski difference D = A - B. Each iteration keeps a tetrahedron (4 points of D, repeats allowed),
+takes its point v closest to the origin, asks D for its support point w in direction -v and
+  - certifies separation when v·w > 0 (the plane through the origin normal to v has all of D
+    strictly on one side), a flag that never clears;
+  - replaces the tetrahedron by the face holding v plus w, so |v| never grows.
+With the origin in D no direction separates, so containment needs no test of its own.
+After `iterations` rounds, a pair is colliding unless separation was certified: too few
+iterations err towards collision (the conservative side). Touching sets (distance 0) collide, as
+in `mesh_collide`. Padding repeats a real vertex, so it never changes a support point.
+"""
+
+import torch
+
+# Tetrahedron faces (as vertex indices) and the edges of one triangle (as corner indices).
+_FACES = ((0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3))
+_EDGES = ((0, 1), (1, 2), (0, 2))
+
+
+def _closest_on_segment(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(..., 3) point of segment ab closest to the origin; a degenerate segment gives a."""
+    ab = b - a
+    denom = (ab * ab).sum(-1, keepdim=True)
+    t = (-(a * ab).sum(-1, keepdim=True) / denom.clamp_min(torch.finfo(a.dtype).tiny)).clamp(0, 1)
+    return a + t * ab
+
+
+def _closest_on_triangle(tri: torch.Tensor) -> torch.Tensor:
+    """tri (..., 3, 3) -> (..., 3) the triangle's point closest to the origin, branch-free: the
+    nearest of its corners, edge projections and (where it lies inside) the plane projection.
+    Degenerate triangles reduce to their edges."""
+    a, b, c = tri.unbind(-2)
+    n = torch.linalg.cross(b - a, c - a)
+    nn = (n * n).sum(-1, keepdim=True)
+    # Projection of the origin onto the plane and its barycentric signs.
+    p = n * ((a * n).sum(-1, keepdim=True) / nn.clamp_min(torch.finfo(tri.dtype).tiny))
+    inside = ((torch.linalg.cross(b - a, p - a) * n).sum(-1) >= 0) & \
+             ((torch.linalg.cross(c - b, p - b) * n).sum(-1) >= 0) & \
+             ((torch.linalg.cross(a - c, p - c) * n).sum(-1) >= 0) & (nn[..., 0] > 0)
+    edges = torch.stack([_closest_on_segment(tri[..., i, :], tri[..., j, :]) for i, j in _EDGES], -2)
+    best = edges.gather(-2, (edges * edges).sum(-1).argmin(-1)[..., None, None].expand(*edges.shape[:-2], 1, 3))[..., 0, :]
+    return torch.where(inside[..., None], p, best)
+
+
+def _support(vertices: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
+    """vertices (..., V, 3), direction (..., 3) -> (..., 3): a vertex maximising direction · x."""
+    index = (vertices * direction[..., None, :]).sum(-1).argmax(-1)
+    return vertices.gather(-2, index[..., None, None].expand(*index.shape, 1, 3))[..., 0, :]
+
+
+def gjk_intersect(verts_a: torch.Tensor, verts_b: torch.Tensor, iterations: int = 16) -> torch.Tensor:
+    """Whether the convex hulls of two vertex sets intersect (touching counts), in a fixed flow.
+
+    verts_a (..., Va, 3), verts_b (..., Vb, 3): the same frame, leading dims broadcast; pad a set
+    by repeating one of its vertices. iterations: the fixed number of GJK rounds (>= 1). Returns
+    (...,) bool; after too few rounds an undecided pair reads as colliding.
+    """
+    if verts_a.shape[-1] != 3 or verts_b.shape[-1] != 3 or verts_a.dim() < 2 or verts_b.dim() < 2:
+        raise ValueError(f"verts_a, verts_b: expected (..., V, 3), got {tuple(verts_a.shape)}, {tuple(verts_b.shape)}")
+    if int(iterations) < 1:
+        raise ValueError(f"iterations: expected >= 1, got {iterations}")
+    batch = torch.broadcast_shapes(verts_a.shape[:-2], verts_b.shape[:-2])
+    # Views (no copies): gather does not broadcast.
+    verts_a, verts_b = verts_a.expand(*batch, *verts_a.shape[-2:]), verts_b.expand(*batch, *verts_b.shape[-2:])
+    # First direction: between the vertex means, so the first support is already informative.
+    w = _support(verts_a, verts_b.mean(-2) - verts_a.mean(-2)) - _support(verts_b, verts_a.mean(-2) - verts_b.mean(-2))
+    simplex = w[..., None, :].expand(*batch, 4, 3)
+    separated = torch.zeros(batch, dtype=torch.bool, device=verts_a.device)
+    for _ in range(int(iterations)):
+        faces = simplex[..., _FACES, :]  # (..., 4, 3, 3)
+        closest = _closest_on_triangle(faces)  # (..., 4, 3)
+        face = (closest * closest).sum(-1).argmin(-1)  # (...,)
+        v = closest.gather(-2, face[..., None, None].expand(*batch, 1, 3))[..., 0, :]
+        w = _support(verts_a, -v) - _support(verts_b, v)
+        separated = separated | ((v * w).sum(-1) > 0)
+        kept = faces.gather(-3, face[..., None, None, None].expand(*batch, 1, 3, 3))[..., 0, :, :]
+        simplex = torch.cat([kept, w[..., None, :]], -2)
+    return ~separated
