@@ -1,7 +1,7 @@
 """IS-CD (LOCC §IV, after [10]): collision as "some query point lies inside both objects".
 
-N points are drawn in the overlap of the two posed boxes (the world-axis boxes around each
-object's posed bounding box) and each is tested against both objects with the exact generalised
+N points are drawn in the overlap of the two posed boxes (A's box, in A's frame, cut by the
+A-axis box around B's posed box) and each is tested against both objects with the exact generalised
 winding number (inside at >= 0.5): the perfect implicit function, so the accuracy is an upper
 bound on what a learned occupancy network with N query points can reach. The points are a fixed
 set in the unit cube (seeded), stretched onto each pair's overlap box: the same flow for every
@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from contactnet.geometry.poses import normalize_poses, transform_points, invert_poses
+from contactnet.geometry.poses import compose_poses, invert_poses, normalize_poses, transform_points
 
 _CORNERS = torch.tensor([[i >> 2 & 1, i >> 1 & 1, i & 1] for i in range(8)])
 
@@ -65,11 +65,12 @@ class ImplicitSurfaceCD:
         return ImplicitSurfaceCD(self.tris.to(device), self.aabb.to(device), self.num_points, self.seed,
                                  self.chunk, self.face_chunk)
 
-    def _world_box(self, ids: torch.Tensor, poses: torch.Tensor) -> torch.Tensor:
+    def _posed_box(self, ids: torch.Tensor, poses: torch.Tensor) -> torch.Tensor:
+        """(q, 2, 3) the axis box around each object's box placed at `poses`."""
         box = self.aabb[ids]  # (q, 2, 3)
         corners = torch.where(_CORNERS.to(box.device).bool(), box[:, None, 1], box[:, None, 0])  # (q, 8, 3)
-        world = transform_points(poses[:, None], corners)
-        return torch.stack([world.amin(1), world.amax(1)], 1)
+        posed = transform_points(poses[:, None], corners)
+        return torch.stack([posed.amin(1), posed.amax(1)], 1)
 
     @torch.no_grad()
     def __call__(self, ids_a: torch.Tensor, ids_b: torch.Tensor, poses_a: torch.Tensor,
@@ -79,16 +80,17 @@ class ImplicitSurfaceCD:
         poses_a = normalize_poses(poses_a.to(self.tris), "poses_a")
         poses_b = normalize_poses(poses_b.to(self.tris), "poses_b")
         ids_a, ids_b = ids_a.to(device), ids_b.to(device)
+        b_in_a = compose_poses(invert_poses(poses_a), poses_b)
+        a_in_b = invert_poses(b_in_a)
         out = torch.empty(len(ids_a), dtype=torch.bool, device=device)
         for s in range(0, len(ids_a), self.chunk):
             e = slice(s, s + self.chunk)
-            box_a, box_b = self._world_box(ids_a[e], poses_a[e]), self._world_box(ids_b[e], poses_b[e])
+            box_a, box_b = self.aabb[ids_a[e]], self._posed_box(ids_b[e], b_in_a[e])  # A's frame
             lo, hi = torch.maximum(box_a[:, 0], box_b[:, 0]), torch.minimum(box_a[:, 1], box_b[:, 1])
             overlap = (hi >= lo).all(-1)
-            points = lo[:, None] + self.unit_points * (hi - lo).clamp_min(0)[:, None]  # (q, N, 3) world
-            inside = torch.ones(points.shape[:2], dtype=torch.bool, device=device)
-            for ids, poses in ((ids_a[e], poses_a[e]), (ids_b[e], poses_b[e])):
-                local = transform_points(invert_poses(poses)[:, None], points)
-                inside &= winding_numbers(local, self.tris[ids], self.face_chunk) >= 0.5
+            points = lo[:, None] + self.unit_points * (hi - lo).clamp_min(0)[:, None]  # (q, N, 3) A's frame
+            inside = winding_numbers(points, self.tris[ids_a[e]], self.face_chunk) >= 0.5
+            in_b = transform_points(a_in_b[e, None], points)
+            inside &= winding_numbers(in_b, self.tris[ids_b[e]], self.face_chunk) >= 0.5
             out[e] = overlap & inside.any(1)
         return out

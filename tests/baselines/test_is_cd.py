@@ -54,9 +54,9 @@ def test_accuracy_converges_to_exact_with_more_points():
     exact = mesh_collide(lib, ids, ids, pa, pb)
     accuracy = [float((ImplicitSurfaceCD(checker.tris, checker.aabb, n)(ids, ids, pa, pb) == exact).double().mean())
                 for n in (4, 64, 1024)]
-    # Slow convergence: the points fill the overlap of world-axis boxes, far larger than the
-    # overlap of two rotated L's (measured: 0.55, 0.83, 0.93, and 0.96 at 4096).
-    assert accuracy[0] < accuracy[1] < accuracy[2] and accuracy[2] >= 0.9
+    # Slowish convergence: the points fill a box overlap much larger than the overlap of two
+    # rotated L's (measured: 0.63, 0.91, 0.97).
+    assert accuracy[0] < accuracy[1] < accuracy[2] and accuracy[2] >= 0.95
 
 
 def test_bad_arguments():
