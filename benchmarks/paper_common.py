@@ -126,11 +126,17 @@ def checkpoints(args: argparse.Namespace) -> dict[str, str]:
 
 
 class CheckerFactory:
-    """Builds each method's checker over one object set on one device, reusing what is shared
-    (networks, their cached embeddings, decompositions, the mesh library)."""
+    """Builds each method's checker over one object set, scaled by `scale`, on one device, reusing
+    what is shared (networks, their cached embeddings, decompositions, the mesh library). Convex
+    pieces are decomposed at scale 1 and scaled, so every scale reuses the cached decompositions."""
 
-    def __init__(self, objects: ObjectSet, args: argparse.Namespace, device: str, progress: bool = True):
-        self.objects, self.args, self.device, self.progress = objects, args, device, progress
+    def __init__(self, objects: ObjectSet, args: argparse.Namespace, device: str, progress: bool = True,
+                 scale: float = 1.0):
+        if not scale > 0:
+            raise ValueError(f"scale: expected > 0, got {scale}")
+        self.base, self.scale = objects, float(scale)
+        self.objects = objects if scale == 1 else scaled_object_set(objects, scale)
+        self.args, self.device, self.progress = args, device, progress
         self.ckpts = checkpoints(args)
         self._nets: dict[str, object] = {}
         self._pieces: dict = {}
@@ -203,9 +209,9 @@ class CheckerFactory:
         spec = DecompositionSpec(threshold=threshold, max_pieces=max_pieces, max_piece_vertices=self.args.gjk_vertices)
         key = (spec, tuple(ids))
         if key not in self._pieces:
-            pieces = object_set_pieces([self.objects.vertices[i] for i in ids], [self.objects.faces[i] for i in ids],
+            pieces = object_set_pieces([self.base.vertices[i] for i in ids], [self.base.faces[i] for i in ids],
                                        spec, self.args.cache_dir, progress=self.progress)
-            self._pieces[key] = (pieces, self._index(ids))
+            self._pieces[key] = (pieces.scaled(self.scale), self._index(ids))
         return self._pieces[key]
 
     def _index(self, ids: list[int]) -> torch.Tensor:
