@@ -11,7 +11,7 @@ from contactnet.baselines.convex_pieces import (
     object_set_pieces,
     pad_pieces,
 )
-from contactnet.baselines.gjk import gjk_intersect
+from contactnet.baselines.gjk import gjk_intersect, gjk_piece_pairs
 from contactnet.baselines.is_cd import ImplicitSurfaceCD, pad_triangles, winding_numbers
 from contactnet.baselines.ucf_gjk import UcfGjk
 
@@ -23,6 +23,7 @@ __all__ = [
     "cached_decompose",
     "decompose",
     "gjk_intersect",
+    "gjk_piece_pairs",
     "object_set_pieces",
     "pad_pieces",
     "pad_triangles",

@@ -51,6 +51,34 @@ def _support(vertices: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
     return vertices.gather(-2, index[..., None, None].expand(*index.shape, 1, 3))[..., 0, :]
 
 
+def _pieces_support(pieces: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
+    """pieces (Q, P, V, 3), direction (Q, P, R, 3): for every piece p, R directions -> (Q, P, R, 3)
+    support points. One batched matmul per (query, piece): the (Q, P, R, V, 3) products that
+    broadcasting would build are never formed."""
+    index = (pieces @ direction.transpose(-1, -2)).argmax(-2)  # (Q, P, V, R) -> (Q, P, R)
+    return pieces.gather(-2, index[..., None].expand(*index.shape, 3))
+
+
+def _gjk(support, start: torch.Tensor, iterations: int) -> torch.Tensor:
+    """The fixed-flow loop: `support(d)` (..., 3) -> (..., 3) support points of the Minkowski
+    difference, `start` (..., 3) a first one. Returns (...,) bool, True unless separated."""
+    if int(iterations) < 1:
+        raise ValueError(f"iterations: expected >= 1, got {iterations}")
+    batch = start.shape[:-1]
+    simplex = start[..., None, :].expand(*batch, 4, 3)
+    separated = torch.zeros(batch, dtype=torch.bool, device=start.device)
+    for _ in range(int(iterations)):
+        faces = simplex[..., _FACES, :]  # (..., 4, 3, 3)
+        closest = _closest_on_triangle(faces)  # (..., 4, 3)
+        face = (closest * closest).sum(-1).argmin(-1)  # (...,)
+        v = closest.gather(-2, face[..., None, None].expand(*batch, 1, 3))[..., 0, :]
+        w = support(-v)
+        separated = separated | ((v * w).sum(-1) > 0)
+        kept = faces.gather(-3, face[..., None, None, None].expand(*batch, 1, 3, 3))[..., 0, :, :]
+        simplex = torch.cat([kept, w[..., None, :]], -2)
+    return ~separated
+
+
 def gjk_intersect(verts_a: torch.Tensor, verts_b: torch.Tensor, iterations: int = 16) -> torch.Tensor:
     """Whether the convex hulls of two vertex sets intersect (touching counts), in a fixed flow.
 
@@ -60,22 +88,26 @@ def gjk_intersect(verts_a: torch.Tensor, verts_b: torch.Tensor, iterations: int 
     """
     if verts_a.shape[-1] != 3 or verts_b.shape[-1] != 3 or verts_a.dim() < 2 or verts_b.dim() < 2:
         raise ValueError(f"verts_a, verts_b: expected (..., V, 3), got {tuple(verts_a.shape)}, {tuple(verts_b.shape)}")
-    if int(iterations) < 1:
-        raise ValueError(f"iterations: expected >= 1, got {iterations}")
     batch = torch.broadcast_shapes(verts_a.shape[:-2], verts_b.shape[:-2])
     # Views (no copies): gather does not broadcast.
     verts_a, verts_b = verts_a.expand(*batch, *verts_a.shape[-2:]), verts_b.expand(*batch, *verts_b.shape[-2:])
     # First direction: between the vertex means, so the first support is already informative.
-    w = _support(verts_a, verts_b.mean(-2) - verts_a.mean(-2)) - _support(verts_b, verts_a.mean(-2) - verts_b.mean(-2))
-    simplex = w[..., None, :].expand(*batch, 4, 3)
-    separated = torch.zeros(batch, dtype=torch.bool, device=verts_a.device)
-    for _ in range(int(iterations)):
-        faces = simplex[..., _FACES, :]  # (..., 4, 3, 3)
-        closest = _closest_on_triangle(faces)  # (..., 4, 3)
-        face = (closest * closest).sum(-1).argmin(-1)  # (...,)
-        v = closest.gather(-2, face[..., None, None].expand(*batch, 1, 3))[..., 0, :]
-        w = _support(verts_a, -v) - _support(verts_b, v)
-        separated = separated | ((v * w).sum(-1) > 0)
-        kept = faces.gather(-3, face[..., None, None, None].expand(*batch, 1, 3, 3))[..., 0, :, :]
-        simplex = torch.cat([kept, w[..., None, :]], -2)
-    return ~separated
+    centre = verts_b.mean(-2) - verts_a.mean(-2)
+    return _gjk(lambda d: _support(verts_a, d) - _support(verts_b, -d),
+                _support(verts_a, centre) - _support(verts_b, -centre), iterations)
+
+
+def gjk_piece_pairs(pieces_a: torch.Tensor, pieces_b: torch.Tensor, iterations: int = 16) -> torch.Tensor:
+    """`gjk_intersect` on every pair of pieces: pieces_a (Q, Pa, V, 3), pieces_b (Q, Pb, V', 3),
+    one frame -> (Q, Pa, Pb) bool. The same answers as gjk_intersect(pieces_a[:, :, None],
+    pieces_b[:, None]), with support points from per-piece matmuls."""
+    if pieces_a.dim() != 4 or pieces_b.dim() != 4 or pieces_a.shape[-1] != 3 or pieces_b.shape[-1] != 3 \
+            or pieces_a.shape[0] != pieces_b.shape[0]:
+        raise ValueError(f"pieces_a, pieces_b: expected (Q, Pa, V, 3) and (Q, Pb, V', 3), got "
+                         f"{tuple(pieces_a.shape)}, {tuple(pieces_b.shape)}")
+
+    def support(d):  # d (Q, Pa, Pb, 3) -> sA(d) - sB(-d)
+        return _pieces_support(pieces_a, d) - _pieces_support(pieces_b, -d.transpose(1, 2)).transpose(1, 2)
+
+    centre = pieces_b.mean(-2)[:, None] - pieces_a.mean(-2)[:, :, None]  # (Q, Pa, Pb, 3)
+    return _gjk(support, support(centre), iterations)

@@ -5,7 +5,7 @@ and so does accuracy: the baseline's trade-off that Fig. 6 sweeps."""
 import torch
 
 from contactnet.baselines.convex_pieces import ConvexPieces
-from contactnet.baselines.gjk import gjk_intersect
+from contactnet.baselines.gjk import gjk_piece_pairs
 from contactnet.geometry.poses import compose_poses, invert_poses, normalize_poses, transform_points
 
 
@@ -37,6 +37,6 @@ class UcfGjk:
             e = slice(s, s + self.chunk)
             a = verts[ids_a[e]]  # (q, P, V, 3)
             b = transform_points(rel[e, None, None, :], verts[ids_b[e]])
-            hit = gjk_intersect(a[:, :, None], b[:, None], self.iterations)  # (q, P, P)
+            hit = gjk_piece_pairs(a, b, self.iterations)  # (q, P, P)
             out[e] = hit.flatten(1).any(1)
         return out

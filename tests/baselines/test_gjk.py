@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from contactnet.baselines.gjk import gjk_intersect
+from contactnet.baselines.gjk import gjk_intersect, gjk_piece_pairs
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.ops import mesh_collide, mesh_distance
 
@@ -95,3 +95,16 @@ def test_bad_input_names_the_argument():
         gjk_intersect(torch.zeros(4, 2), CUBE)
     with pytest.raises(ValueError, match="iterations"):
         gjk_intersect(CUBE, CUBE, 0)
+
+
+def test_piece_pairs_match_broadcast_pairs():
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(5, 3, 7, 3, generator=g, dtype=torch.float64) * 0.3
+    b = torch.randn(5, 4, 6, 3, generator=g, dtype=torch.float64) * 0.3 + torch.randn(5, 4, 1, 3, generator=g, dtype=torch.float64)
+    for iterations in (1, 3, 16):
+        expected = gjk_intersect(a[:, :, None], b[:, None], iterations)
+        got = gjk_piece_pairs(a, b, iterations)
+        assert got.shape == (5, 3, 4) and torch.equal(got, expected)
+        assert 0 < got.sum() < got.numel()
+    with pytest.raises(ValueError, match="pieces_a, pieces_b"):
+        gjk_piece_pairs(a, b[:2])
