@@ -138,12 +138,23 @@ def pad_pieces(pieces_per_object: list[list[np.ndarray]], dtype=torch.float32) -
 
 
 def object_set_pieces(vertices: list[np.ndarray], faces: list[np.ndarray], spec: DecompositionSpec,
-                      cache_dir: str | Path, progress: bool = True, dtype=torch.float32) -> ConvexPieces:
-    """The padded pieces of many meshes (an object set's `vertices` / `faces` lists), cached."""
+                      cache_dir: str | Path, progress: bool = True, dtype=torch.float32,
+                      workers: int = 1) -> ConvexPieces:
+    """The padded pieces of many meshes (an object set's `vertices` / `faces` lists), cached.
+    workers > 1 decomposes the missing ones in that many processes (each entry is its own file,
+    written atomically, so they never clash)."""
+    from concurrent.futures import ProcessPoolExecutor
+
     from tqdm import tqdm
 
     _coacd()  # fail before the loop, naming the extra
-    pieces = [cached_decompose(v, f, spec, cache_dir)
-              for v, f in tqdm(list(zip(vertices, faces)), desc=f"CoACD t={spec.threshold} <= {spec.max_pieces} pieces",
-                               disable=not progress)]
+    if int(workers) < 1:
+        raise ValueError(f"workers: expected >= 1, got {workers}")
+    jobs = list(zip(vertices, faces))
+    bar = dict(total=len(jobs), desc=f"CoACD t={spec.threshold} <= {spec.max_pieces} pieces", disable=not progress)
+    if workers == 1 or len(jobs) == 1:
+        pieces = [cached_decompose(v, f, spec, cache_dir) for v, f in tqdm(jobs, **bar)]
+    else:
+        with ProcessPoolExecutor(min(int(workers), len(jobs))) as pool:
+            pieces = list(tqdm(pool.map(cached_decompose, *zip(*jobs), [spec] * len(jobs), [cache_dir] * len(jobs)), **bar))
     return pad_pieces(pieces, dtype)

@@ -84,3 +84,14 @@ def test_bad_arguments():
         DecompositionSpec(threshold=0)
     with pytest.raises(ValueError, match="iterations"):
         UcfGjk(pad_pieces([l_shape()[2]]), iterations=0)
+
+
+def test_parallel_decomposition_fills_the_same_cache(tmp_path):
+    pytest.importorskip("coacd")
+    vertices, faces, _ = l_shape()
+    meshes = [vertices, vertices * 1.5]
+    parallel = object_set_pieces(meshes, [faces, faces], FAST, tmp_path / "a", progress=False, workers=2)
+    serial = object_set_pieces(meshes, [faces, faces], FAST, tmp_path / "a", progress=False)  # all cached
+    assert torch.equal(parallel.vertices, serial.vertices) and len(list((tmp_path / "a").glob("*.npz"))) == 2
+    with pytest.raises(ValueError, match="workers"):
+        object_set_pieces(meshes, [faces, faces], FAST, tmp_path, progress=False, workers=0)
