@@ -15,8 +15,9 @@ in `mesh_collide`. Padding repeats a real vertex, so it never changes a support 
 
 import torch
 
-# Tetrahedron faces (as vertex indices) and the edges of one triangle (as corner indices).
-_FACES = ((0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3))
+# The kept face's corner pairs that form a new face with the support point, and the edges of one
+# triangle (as corner indices).
+_NEW_FACES = ((0, 1), (0, 2), (1, 2))
 _EDGES = ((0, 1), (1, 2), (0, 2))
 
 
@@ -61,21 +62,28 @@ def _pieces_support(pieces: torch.Tensor, direction: torch.Tensor) -> torch.Tens
 
 def _gjk(support, start: torch.Tensor, iterations: int) -> torch.Tensor:
     """The fixed-flow loop: `support(d)` (..., 3) -> (..., 3) support points of the Minkowski
-    difference, `start` (..., 3) a first one. Returns (...,) bool, True unless separated."""
+    difference, `start` (..., 3) a first one. Returns (...,) bool, True unless separated.
+
+    The tetrahedron is the kept face plus the newest support point w; the kept face's closest
+    point is the last v, so only the three faces through w are searched each round."""
     if int(iterations) < 1:
         raise ValueError(f"iterations: expected >= 1, got {iterations}")
     batch = start.shape[:-1]
-    simplex = start[..., None, :].expand(*batch, 4, 3)
+    kept, v = start[..., None, :].expand(*batch, 3, 3), start
     separated = torch.zeros(batch, dtype=torch.bool, device=start.device)
-    for _ in range(int(iterations)):
-        faces = simplex[..., _FACES, :]  # (..., 4, 3, 3)
-        closest = _closest_on_triangle(faces)  # (..., 4, 3)
-        face = (closest * closest).sum(-1).argmin(-1)  # (...,)
-        v = closest.gather(-2, face[..., None, None].expand(*batch, 1, 3))[..., 0, :]
+    for step in range(int(iterations)):
         w = support(-v)
         separated = separated | ((v * w).sum(-1) > 0)
+        if step == int(iterations) - 1:  # static: the last round only tests
+            break
+        w3 = w[..., None, :]
+        faces = torch.stack([kept, torch.cat([kept[..., _NEW_FACES[0], :], w3], -2),
+                             torch.cat([kept[..., _NEW_FACES[1], :], w3], -2),
+                             torch.cat([kept[..., _NEW_FACES[2], :], w3], -2)], -3)  # (..., 4, 3, 3)
+        closest = torch.cat([v[..., None, :], _closest_on_triangle(faces[..., 1:, :, :])], -2)  # (..., 4, 3)
+        face = (closest * closest).sum(-1).argmin(-1)  # ties keep the kept face
+        v = closest.gather(-2, face[..., None, None].expand(*batch, 1, 3))[..., 0, :]
         kept = faces.gather(-3, face[..., None, None, None].expand(*batch, 1, 3, 3))[..., 0, :, :]
-        simplex = torch.cat([kept, w[..., None, :]], -2)
     return ~separated
 
 
