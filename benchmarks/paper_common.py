@@ -51,8 +51,8 @@ class Pairs:
 
 
 def load_split_pairs(root: Path, split: str, max_pairs: int | None, max_objects: int | None, seed: int) -> Pairs:
-    """The pairs of `root/split` (every shard); optionally only those among the split's first
-    `max_objects` object ids, then a seeded random subset of `max_pairs` rows."""
+    """The pairs of `root/split` (every shard); optionally only those among the first
+    `max_objects` objects the rows name, then a seeded random subset of `max_pairs` rows."""
     folder = Path(root) / split
     shards = sorted(folder.glob("shard_*"))
     if not shards:
@@ -61,9 +61,12 @@ def load_split_pairs(root: Path, split: str, max_pairs: int | None, max_objects:
     cat = {k: torch.as_tensor(np.concatenate([a[k] for a in arrays])) for k in arrays[0]}
     pairs = Pairs(cat["ids_a"], cat["ids_b"], cat["poses_a"], cat["poses_b"], cat["label"].bool(),
                   cat["signed_distance"])
-    if max_objects:
-        keep = torch.tensor(pairs.object_ids()[:max_objects])
+    if max_objects:  # the first K objects met in the rows, so the first object pair survives
+        met = torch.stack([pairs.ids_a, pairs.ids_b], 1).flatten().tolist()
+        keep = torch.tensor(list(dict.fromkeys(met))[:max_objects])
         pairs = pairs.take(torch.isin(pairs.ids_a, keep) & torch.isin(pairs.ids_b, keep))
+    if len(pairs) == 0:
+        raise ValueError(f"max_objects: no pair of {folder} lies among its first {max_objects} objects")
     if max_pairs and len(pairs) > max_pairs:
         rows = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(seed))[:max_pairs]
         pairs = pairs.take(rows.sort().values)

@@ -148,6 +148,8 @@ def object_set_pieces(vertices: list[np.ndarray], faces: list[np.ndarray], spec:
     from tqdm import tqdm
 
     _coacd()  # fail before the loop, naming the extra
+    if len(vertices) == 0 or len(vertices) != len(faces):
+        raise ValueError(f"vertices, faces: expected equally long, non-empty lists, got {len(vertices)}, {len(faces)}")
     if int(workers) < 1:
         raise ValueError(f"workers: expected >= 1, got {workers}")
     jobs = list(zip(vertices, faces))

@@ -52,3 +52,14 @@ def test_bad_checkpoint_option(tiny_data, tmp_path):
     with pytest.raises(SystemExit, match="NAME=PATH"):
         paper_fig6.main(["--quick", "--data-root", str(tiny_data / "procedural_tiny"), "--ckpt", "no-name",
                          "--out-dir", str(tmp_path)])
+
+
+def test_split_pairs_subsets(tiny_data):
+    root = tiny_data / "procedural_tiny"
+    every = paper_common.load_split_pairs(root, "test_unknown", None, None, 0)
+    two = paper_common.load_split_pairs(root, "test_unknown", None, 2, 0)
+    assert 0 < len(two) <= len(every) and len(two.object_ids()) <= 2
+    few = paper_common.load_split_pairs(root, "test_unknown", 5, None, 0)
+    assert len(few) == 5 and torch.isin(few.poses_a[:, 0], every.poses_a[:, 0]).all()
+    with pytest.raises(FileNotFoundError, match="split"):
+        paper_common.load_split_pairs(root, "no_such_split", None, None, 0)
