@@ -248,14 +248,26 @@ def score(checker, pairs: Pairs, device: str, repeats: int) -> dict:
 # ---- resumable record, figure, table --------------------------------------------------------
 
 
+# Options that decide which pairs and device a row means: a record made with other values is not
+# resumed (its rows would be silently mixed with these).
+IDENTITY = ("data_root", "split", "splits", "scales", "max_pairs", "max_objects", "poses_per_pair", "seed", "device")
+
+
 class Record:
     """results.json in `out_dir`: {"config", "machine", "rows": [{"key", ...}]}, rewritten
-    atomically after every row; a rerun skips rows whose key is present."""
+    atomically after every row; a rerun skips rows whose key is present, and refuses a record
+    whose pairs or device (IDENTITY) differ."""
 
     def __init__(self, out_dir: str | Path, config: dict):
         self.out_dir = Path(out_dir)
         self.path = self.out_dir / "results.json"
         self.data = json.loads(self.path.read_text()) if self.path.exists() else {"rows": []}
+        old = self.data.get("config", {})
+        changed = {k: (old[k], config.get(k)) for k in IDENTITY if k in old and old[k] != config.get(k)}
+        if changed:
+            raise SystemExit(f"--out-dir: {self.path} was made with other pairs or device "
+                             f"({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in changed.items())}); "
+                             "pick another --out-dir or delete it")
         self.data["config"], self.data["machine"] = config, machine_info()
         self.done = {row["key"] for row in self.data["rows"]}
 

@@ -46,6 +46,9 @@ def test_quick_run_writes_every_method_and_resumes(script, group, count, tiny_da
     monkeypatch.setattr(script, "score", paper_common.score)
     script.main(quick_args(tiny_data, tmp_path, random_locc))
     assert len(json.loads((out / "results.json").read_text())["rows"]) == len(rows)
+    # Other pairs into the same folder: refused, not mixed in.
+    with pytest.raises(SystemExit, match="seed: 0 there, 1 now"):
+        script.main(quick_args(tiny_data, tmp_path, random_locc) + ["--seed", "1"])
 
 
 def test_bad_checkpoint_option(tiny_data, tmp_path):
