@@ -1,0 +1,68 @@
+"""The paper experiments' --quick runs (benchmarks/paper_*.py) on the tiny dataset: every method
+family scored, outputs written, and a rerun skips the finished rows."""
+
+import json
+
+import pytest
+import torch
+
+from benchmarks import paper_common, paper_fig6, paper_scale
+from contactnet.models import LOCC, ShapeEncoder
+
+pytest.importorskip("coacd")
+pytest.importorskip("matplotlib")
+
+
+@pytest.fixture(scope="module")
+def random_locc(tmp_path_factory):
+    """A checkpoint as training writes it (plain-data network config + `net.` weights), random weights."""
+    torch.manual_seed(0)
+    net = LOCC(ShapeEncoder(grid=4, hidden=32, features=16))
+    config = {"_target_": "contactnet.models.LOCC",
+              "encoder": {"_target_": "contactnet.models.ShapeEncoder", "grid": 4, "hidden": 32, "features": 16}}
+    path = tmp_path_factory.mktemp("ckpt") / "random.ckpt"
+    torch.save({"contactnet_net_config": config, "state_dict": {f"net.{k}": v for k, v in net.state_dict().items()}}, path)
+    return path
+
+
+def quick_args(tiny_data, tmp_path, ckpt):
+    return ["--quick", "--data-root", str(tiny_data / "procedural_tiny"), "--out-dir", str(tmp_path / "out"),
+            "--cache-dir", str(tmp_path / "coacd"), "--ckpt", f"locc={ckpt}", "--device", "cpu"]
+
+
+@pytest.mark.parametrize("script, group, count", [(paper_fig6, "split", 4), (paper_scale, "scale", 2)])
+def test_quick_run_writes_every_method_and_resumes(script, group, count, tiny_data, tmp_path, random_locc, monkeypatch):
+    out = script.main(quick_args(tiny_data, tmp_path, random_locc))
+    results = json.loads((out / "results.json").read_text())
+    rows = results["rows"]
+    families = {r["family"] for r in rows}
+    assert families == {"net:locc", "ucf_gjk", "is_cd", "exact"}
+    assert len({r[group] for r in rows}) == count
+    assert all(r["checks_per_second"] > 0 and 0 <= r["acc"] <= 1 for r in rows)
+    assert all(r["balanced_acc"] == 1 or r["tpr"] != r["tpr"] or r["tnr"] != r["tnr"] for r in rows if r["family"] == "exact")
+    assert (out / "results.png").stat().st_size > 0 and "| exact |" in (out / "results.md").read_text()
+    # A rerun finds every row done: nothing is scored again.
+    monkeypatch.setattr(paper_common, "score", lambda *a, **k: pytest.fail("a finished row was scored again"))
+    monkeypatch.setattr(script, "score", paper_common.score)
+    script.main(quick_args(tiny_data, tmp_path, random_locc))
+    assert len(json.loads((out / "results.json").read_text())["rows"]) == len(rows)
+    # Other pairs into the same folder: refused, not mixed in.
+    with pytest.raises(SystemExit, match="seed: 0 there, 1 now"):
+        script.main(quick_args(tiny_data, tmp_path, random_locc) + ["--seed", "1"])
+
+
+def test_bad_checkpoint_option(tiny_data, tmp_path):
+    with pytest.raises(SystemExit, match="NAME=PATH"):
+        paper_fig6.main(["--quick", "--data-root", str(tiny_data / "procedural_tiny"), "--ckpt", "no-name",
+                         "--out-dir", str(tmp_path)])
+
+
+def test_split_pairs_subsets(tiny_data):
+    root = tiny_data / "procedural_tiny"
+    every = paper_common.load_split_pairs(root, "test_unknown", None, None, 0)
+    two = paper_common.load_split_pairs(root, "test_unknown", None, 2, 0)
+    assert 0 < len(two) <= len(every) and len(two.object_ids()) <= 2
+    few = paper_common.load_split_pairs(root, "test_unknown", 5, None, 0)
+    assert len(few) == 5 and torch.isin(few.poses_a[:, 0], every.poses_a[:, 0]).all()
+    with pytest.raises(FileNotFoundError, match="split"):
+        paper_common.load_split_pairs(root, "no_such_split", None, None, 0)
