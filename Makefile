@@ -52,7 +52,7 @@ train: build
 
 bench: build
 	@for b in triangle_distance mesh_contacts ipc_barrier data_generation inference planning stepper; do \
-		echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py; done
+		echo "== benchmarks.$$b"; $(PY) -m benchmarks.$$b; done
 
 clean:
 	rm -rf build $(VENV) contactnet/*.so *.egg-info

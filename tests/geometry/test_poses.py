@@ -16,7 +16,7 @@ from contactnet.geometry import (
     quaternion_to_matrix,
     transform_points,
 )
-from contactnet.ops.reference.mesh_cases import random_poses
+from tests.ops.mesh_cases import random_poses
 
 
 @settings(max_examples=30, deadline=None)

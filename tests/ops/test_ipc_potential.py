@@ -8,12 +8,13 @@ import torch
 
 from contactnet.ops import ipc
 from contactnet.ops.reference import ipc as ref
+from tests.ops import ipc_cases as cases
 
 ipctk = pytest.importorskip("ipctk")
 
 
 def _scene(n=10, seed=0):
-    V, F, E, body, dhat = ref.stacked_sheets(n, seed=seed)
+    V, F, E, body, dhat = cases.stacked_sheets(n, seed=seed)
     return V, F, E, body, dhat, ipc.collision_candidates(V, F, E, dhat)
 
 

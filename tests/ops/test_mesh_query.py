@@ -9,7 +9,7 @@ import torch
 
 from contactnet.geometry import Mesh, MeshLibrary, transform_points
 from contactnet.ops import blem_contacts, cluster_contacts, mesh_collide, mesh_distance
-from contactnet.ops.reference.mesh_cases import (
+from tests.ops.mesh_cases import (
     box_mesh,
     bumpy_sphere,
     near_contact_poses,
@@ -202,7 +202,7 @@ def test_distance_large_meshes_near_contact_matches_fcl():
     the depth-first pass finishes from its distance): still the exact minimum."""
     import fcl
 
-    from contactnet.ops.reference.mesh_cases import near_contact_poses
+    from tests.ops.mesh_cases import near_contact_poses
     from contactnet.ops.reference.mesh_contacts import triangle_pairs_closest
 
     meshes = [Mesh(*bumpy_sphere(5, 0.05, seed=1), name="a"), Mesh(*bumpy_sphere(5, 0.05, seed=2), name="b")]
@@ -227,7 +227,7 @@ def test_collide_matches_fcl_and_containment(lib64):
     containment (both independent libraries)."""
     import fcl
 
-    from contactnet.ops.reference.warp_winding import WarpContainment
+    from tests.ops.warp_winding import WarpContainment
 
     ids = [0, 1, 3, 4]  # watertight, so containment has a ground truth
     models = {i: _fcl_model(lib64[i]) for i in ids}
