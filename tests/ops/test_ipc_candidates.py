@@ -159,8 +159,8 @@ def test_bad_input():
         ipc.collision_candidates(V, F, E, -1.0)
     with pytest.raises(ValueError, match="faces"):
         ipc.collision_candidates(V, F + 100, E, 0.1)
-    with pytest.raises(TypeError, match="faces"):
-        ipc.collision_candidates(V, F.int(), E, 0.1)
+    with pytest.raises(TypeError, match="faces"):  # (integer dtypes are converted, floats are refused)
+        ipc.collision_candidates(V, F.double(), E, 0.1)
     with pytest.raises(ValueError, match="edges"):
         ipc.collision_candidates(V, F, E[:, :1].contiguous(), 0.1)
     with pytest.raises(ValueError, match="vertex_body"):

@@ -111,7 +111,7 @@ def test_trusted_indices_skips_only_value_checks():
     with ipc.trusted_indices():
         ipc.collision_candidates_padded(V, F, E, 0.1, 4)
         with pytest.raises(TypeError, match="faces"):
-            ipc.collision_candidates_padded(V, F.int(), E, 0.1, 4)
+            ipc.collision_candidates_padded(V, F.double(), E, 0.1, 4)
     with pytest.raises(ValueError, match="faces"):
         ipc.collision_candidates_padded(V, F + 100, E, 0.1, 4)
 

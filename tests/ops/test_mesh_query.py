@@ -815,8 +815,8 @@ def test_bad_input(lib64):
         mesh_collide(lib64, [0], [1], p.repeat(2, 1), p)
     with pytest.raises(ValueError, match="ids_b"):
         blem_contacts(lib64, [0], [9], p, p)
-    with pytest.raises(TypeError, match="dtype"):
-        mesh_distance(lib64, [0], [1], p.float(), p.float())
+    with pytest.raises(TypeError, match="dtype"):  # (float32 poses are cast, integers are refused)
+        mesh_distance(lib64, [0], [1], p.long(), p.long())
     with pytest.raises(ValueError, match="poses_b"):
         mesh_distance(lib64, [0], [1], p, torch.zeros(1, 6).double())
     with pytest.raises(ValueError, match="quaternion"):
