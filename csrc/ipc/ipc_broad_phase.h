@@ -62,27 +62,13 @@ CN_HD bool boxes_overlap(const T* a, const T* b) {
   return true;
 }
 
-// First index in the ascending array a[0, n) whose value is ≥ x.
+// First index in the ascending array a[0, n) whose value is ≥ x (with `above`: > x).
 template <typename T>
-CN_HD int64_t lower_index(const T* a, int64_t n, T x) {
+CN_HD int64_t lower_index(const T* a, int64_t n, T x, bool above = false) {
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
-    if (a[mid] < x)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-// First index in the ascending array a[0, n) whose value is > x.
-template <typename T>
-CN_HD int64_t upper_index(const T* a, int64_t n, T x) {
-  int64_t lo = 0, hi = n;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (!(a[mid] > x))
+    if (above ? !(a[mid] > x) : a[mid] < x)
       lo = mid + 1;
     else
       hi = mid;
@@ -306,7 +292,8 @@ struct SweepFunctor {
       // A boxes whose lower bound lies in (lo_b, hi_b].
       const int64_t k = i - na;
       const T* bb = box_b + 6 * k;
-      for (int64_t j = upper_index(key_a, na, bb[0]); j < na && !(key_a[j] > bb[3]); ++j)
+      for (int64_t j = lower_index(key_a, na, bb[0], /*above=*/true);
+           j < na && !(key_a[j] > bb[3]); ++j)
         if (boxes_overlap(box_a + 6 * j, bb)) filter.take(id_a[j], id_b[k], sink);
     }
     if (count) count[i] = sink.n;
