@@ -53,7 +53,7 @@ train: build
 
 bench: build
 	@for b in triangle_distance mesh_contacts ipc_barrier data_generation inference planning stepper; do \
-		echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py; done
+		echo "== benchmarks.$$b"; $(PY) -m benchmarks.$$b; done
 
 # On a CUDA machine: build the extension with its CUDA kernels, run the CUDA and CPU-vs-CUDA tests and
 # every benchmark's GPU rows; writes outputs/gpu_check/gpu_check.{json,log}. Installs nothing (a lent

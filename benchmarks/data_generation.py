@@ -7,26 +7,22 @@ against python-fcl (collision, distance) plus warp-lang winding numbers (contain
   the signed distance / penetration bound and the barrier (fcl: the distance of free pairs only);
   with a GPU, also our pipeline on it (the library moved to CUDA: what `device=auto` generation runs).
 
-    python benchmarks/data_generation.py [--pairs 2000] [--quick] [--out FILE]
+    python -m benchmarks.data_generation [--pairs 2000] [--quick] [--out FILE]
 """
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import add_device_option, cuda_only, print_table, write_json  # noqa: E402
-from contactnet.data.pairs import PairSpec, label_pairs, manipulate, start_poses  # noqa: E402
-from contactnet.ops import mesh_collide  # noqa: E402
-from contactnet.data.procedural import FAMILIES, make_object  # noqa: E402
-from contactnet.geometry import Mesh, MeshLibrary  # noqa: E402
-from contactnet.geometry.poses import pose_to_matrix  # noqa: E402
-from tests.data.independent_labeller import FclLabeller  # noqa: E402
+from benchmarks.common import add_device_option, cuda_only, print_table, write_json
+from contactnet.data.pairs import PairSpec, label_pairs, manipulate, start_poses
+from contactnet.ops import mesh_collide
+from contactnet.data.procedural import FAMILIES, make_object
+from contactnet.geometry import Mesh, MeshLibrary
+from contactnet.geometry.poses import pose_to_matrix
+from tests.data.independent_labeller import FclLabeller
 
 
 def objects_in_range(lo=1000, hi=5000, per_family=1):

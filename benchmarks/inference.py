@@ -1,7 +1,7 @@
 """Collision checks per second with cached shape embeddings (LOCC, Global-OCN) against exact
 `mesh_collide` on the same pairs and device, for batch sizes 1k–1M; plus memory per query.
 
-    python benchmarks/inference.py [--ckpt CKPT] [--quick] [--out FILE]
+    python -m benchmarks.inference [--ckpt CKPT] [--quick] [--out FILE]
 
 Speed does not depend on the weights, so without --ckpt randomly initialised networks with the
 paper's sizes (M = 6, H = 256, F = 64) are timed, next to this project's boundary design
@@ -10,20 +10,16 @@ numbers per query and side and is timed up to 10k queries on a CPU.
 """
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import best_time, print_table, write_json  # noqa: E402
-from contactnet.data.pairs import PairSpec, sample_pairs  # noqa: E402
-from contactnet.data.procedural import FAMILIES, make_object  # noqa: E402
-from contactnet.geometry.sampling import sample_surface_even  # noqa: E402
-from contactnet.geometry import Mesh, MeshLibrary  # noqa: E402
-from contactnet.models import LOCC, GlobalOCN, ShapeEmbedding, ShapeEncoder, load_model  # noqa: E402
-from contactnet.ops import mesh_collide  # noqa: E402
+from benchmarks.common import best_time, print_table, write_json
+from contactnet.data.pairs import PairSpec, sample_pairs
+from contactnet.data.procedural import FAMILIES, make_object
+from contactnet.geometry.sampling import sample_surface_even
+from contactnet.geometry import Mesh, MeshLibrary
+from contactnet.models import LOCC, GlobalOCN, ShapeEmbedding, ShapeEncoder, load_model
+from contactnet.ops import mesh_collide
 
 CHUNK = 16384  # queries per forward pass: bounds memory at large batch sizes
 BOUNDARY_CPU_MAX = 10_000  # locc_boundary's largest batch on a CPU (about 0.2 ms per query)

@@ -18,24 +18,21 @@ once. "1thread" = torch.set_num_threads(1) and ipctk.set_num_threads(1) (ipctk's
 limit); "all" = every core for both. Agreement: relative difference of the energy, the gradient
 (‖g − g_ipctk‖ / ‖g_ipctk‖), the Hessian (Frobenius) and the CCD step.
 
-    python benchmarks/ipc_barrier.py [--quick] [--device all|cuda] [--out FILE]
+    python -m benchmarks.ipc_barrier [--quick] [--device all|cuda] [--out FILE]
 """
 
 import argparse
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse.linalg
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import add_device_option, cuda_only, print_table, wall_time, write_json  # noqa: E402
-from contactnet.ops import ipc  # noqa: E402
-from contactnet.ops.reference.ipc import stacked_sheets  # noqa: E402
+from benchmarks.common import add_device_option, cuda_only, print_table, wall_time, write_json
+from contactnet.ops import ipc
+from tests.ops.ipc_cases import stacked_sheets
 
 # Sheet resolution n → 4n² triangles: 1 024, 10 000, 99 856.
 SIZES = (16, 50, 158)

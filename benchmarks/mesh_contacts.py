@@ -25,24 +25,20 @@ The other timings, ours and the peers', are the best of 3 calls (2 with --quick)
 the 1M pair's included: a single call of a 1M-triangle BLEM query varies by up to 40% with how
 the kernel hands out the pages of its output.
 
-    python benchmarks/mesh_contacts.py [--quick] [--radius 0.001] [--gap 0.0005] [--out FILE]
+    python -m benchmarks.mesh_contacts [--quick] [--radius 0.001] [--gap 0.0005] [--out FILE]
                                        [--real-meshes data/meshes/robosuite] [--real-queries 64]
 """
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import best_time, interleaved_times, print_table, write_json  # noqa: E402
-from contactnet.geometry import Mesh, MeshLibrary, quaternion_to_matrix  # noqa: E402
-from contactnet.ops import blem_contacts, mesh_collide, mesh_distance  # noqa: E402
-from contactnet.ops.reference.mesh_cases import bumpy_sphere, near_contact_poses  # noqa: E402
+from benchmarks.common import best_time, interleaved_times, print_table, write_json
+from contactnet.geometry import Mesh, MeshLibrary, quaternion_to_matrix
+from contactnet.ops import blem_contacts, mesh_collide, mesh_distance
+from tests.ops.mesh_cases import bumpy_sphere, near_contact_poses
 
 # (label, icosphere subdivisions, queries per regime, BLEM queries per regime): fewer BLEM
 # queries where one (Klampt's) takes seconds; BLEM poses are drawn as a run of that many queries

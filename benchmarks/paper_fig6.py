@@ -2,10 +2,10 @@
 Global-OCN), UCF-GJK (swept over CoACD threshold, piece cap and GJK rounds), IS-CD (swept over
 query points) and exact `mesh_collide`, on the same pairs and the same device, per test split.
 
-    python benchmarks/paper_fig6.py --data-root data/procedural_medium \
+    python -m benchmarks.paper_fig6 --data-root data/procedural_medium \
         --ckpt locc=outputs/.../best.ckpt --ckpt global_ocn=outputs/.../best.ckpt
-    python benchmarks/paper_fig6.py --data-root data/robosuite_real --ckpt locc=... --out-dir outputs/paper/fig6_real
-    python benchmarks/paper_fig6.py --quick --ckpt locc=...        # a smoke run: a few objects and pairs
+    python -m benchmarks.paper_fig6 --data-root data/robosuite_real --ckpt locc=... --out-dir outputs/paper/fig6_real
+    python -m benchmarks.paper_fig6 --quick --ckpt locc=...        # a smoke run: a few objects and pairs
 
 Writes results.json (every row: method, split, collision_report, checks/s), results.png and
 results.md into --out-dir (default outputs/paper/fig6/<data set name>). Rerunning skips the rows
@@ -14,14 +14,11 @@ already there (delete results.json to redo them). CoACD decompositions are cache
 """
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.paper_common import (  # noqa: E402
+from benchmarks.paper_common import (
     CheckerFactory,
     Record,
     add_method_options,
@@ -31,8 +28,8 @@ from benchmarks.paper_common import (  # noqa: E402
     score,
     write_table,
 )
-from contactnet.data.datamodule import PairDataModule  # noqa: E402
-from contactnet.data.objects import load_object_set  # noqa: E402
+from contactnet.data.datamodule import PairDataModule
+from contactnet.data.objects import load_object_set
 
 # The paper's splits first (uniform poses), then this project's near-contact ones.
 DEFAULT_SPLITS = ("test_known", "test_unknown", "boundary_known", "boundary_unknown")

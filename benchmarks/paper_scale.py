@@ -1,8 +1,8 @@
 """Scale generalisation (LOCC §IV): the unknown objects scaled 0.7 / 1.0 / 1.5 / 2.0×, fresh pairs
 labelled exactly at each scale, balanced accuracy (and checks/s) per method and scale.
 
-    python benchmarks/paper_scale.py --data-root data/procedural_medium --ckpt locc=outputs/.../best.ckpt
-    python benchmarks/paper_scale.py --quick --ckpt locc=...        # a smoke run
+    python -m benchmarks.paper_scale --data-root data/procedural_medium --ckpt locc=outputs/.../best.ckpt
+    python -m benchmarks.paper_scale --quick --ckpt locc=...        # a smoke run
 
 At each scale the unknown objects (those of the `test_unknown` split) are scaled about their
 frame origins, pairs are drawn with the split's own pair spec (uniform placement: B's offset
@@ -14,14 +14,11 @@ a rerun skips finished rows (pairs are a pure function of seed, scale and the ob
 """
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.paper_common import (  # noqa: E402
+from benchmarks.paper_common import (
     CheckerFactory,
     Pairs,
     Record,
@@ -31,10 +28,10 @@ from benchmarks.paper_common import (  # noqa: E402
     score,
     write_table,
 )
-from contactnet.data.dataset import load_manifest  # noqa: E402
-from contactnet.data.objects import load_object_set  # noqa: E402
-from contactnet.data.pairs import PairSpec, label_pairs, sample_pairs  # noqa: E402
-from contactnet.data.seeds import derive_seed  # noqa: E402
+from contactnet.data.dataset import load_manifest
+from contactnet.data.objects import load_object_set
+from contactnet.data.pairs import PairSpec, label_pairs, sample_pairs
+from contactnet.data.seeds import derive_seed
 
 PAPER_SCALES = (0.7, 1.0, 1.5, 2.0)
 

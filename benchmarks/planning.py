@@ -2,7 +2,7 @@
 4096 and 262144 queries with the learned (LOCC, Global-OCN; embeddings cached) and exact backends,
 against a python-fcl loop over the same queries, on one device.
 
-    python benchmarks/planning.py [--ckpt CKPT] [--quick] [--exact-max N] [--threads N] [--out FILE]
+    python -m benchmarks.planning [--ckpt CKPT] [--quick] [--exact-max N] [--threads N] [--out FILE]
                                   [--panda-batch B] [--panda-horizon H] [--panda-only | --no-panda]
 
 A query is one (mesh A, pose A, mesh B, pose B) pair: learned -> collision logit; exact -> the
@@ -35,23 +35,19 @@ the CPU); their rows say how many were timed and report the rate extrapolated to
 """
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import add_device_option, best_time, cuda_only, print_table, write_json  # noqa: E402
-from contactnet.data.pairs import PairSpec, sample_pairs  # noqa: E402
-from contactnet.data.procedural import FAMILIES, make_object  # noqa: E402
-from contactnet.geometry import Mesh, MeshLibrary  # noqa: E402
-from contactnet.geometry.poses import pose_to_matrix  # noqa: E402
-from contactnet.models import LOCC, GlobalOCN, ShapeEncoder  # noqa: E402
-from contactnet.ops import mesh_distance  # noqa: E402
-from contactnet.planning import CollisionChecker, CollisionWorld  # noqa: E402
+from benchmarks.common import add_device_option, best_time, cuda_only, print_table, write_json
+from contactnet.data.pairs import PairSpec, sample_pairs
+from contactnet.data.procedural import FAMILIES, make_object
+from contactnet.geometry import Mesh, MeshLibrary
+from contactnet.geometry.poses import pose_to_matrix
+from contactnet.models import LOCC, GlobalOCN, ShapeEncoder
+from contactnet.ops import mesh_distance
+from contactnet.planning import CollisionChecker, CollisionWorld
 
 SIZES = [1, 64, 4096, 262144]
 FCL_MAX = 1024

@@ -3,7 +3,7 @@ scene (LOCC §IV-B: a kinematic bowl shaken along x with two procedural objects 
 Hauser's 10-cube stack, with Newton iterations and contacts per step; then LOCC's Table II
 fidelity statistics (min-|sd| at 600 contacts) for both simulators on the bowl scene.
 
-    python benchmarks/stepper.py [--quick] [--envs 1 4 16 64] [--steps 20] [--scenes bowl stack]
+    python -m benchmarks.stepper [--quick] [--envs 1 4 16 64] [--steps 20] [--scenes bowl stack]
                                  [--fidelity-envs 4] [--contacts 600] [--threads N] [--out FILE]
                                  [--fixed-iterations N] [--no-fidelity]
 
@@ -19,19 +19,15 @@ poses — the gap of a false (floating) contact or the depth of a penetration; 0
 """
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import print_table, write_json  # noqa: E402
-from contactnet.geometry import MeshLibrary  # noqa: E402
-from contactnet.ops import mesh_distance  # noqa: E402
-from contactnet.sim import Stepper, scenes  # noqa: E402
+from benchmarks.common import print_table, write_json
+from contactnet.geometry import MeshLibrary
+from contactnet.ops import mesh_distance
+from contactnet.sim import Stepper, scenes
 
 PAPER_TABLE_II = {  # metres: average, top-10% average, maximum of min-|sd| over 600 contacts
     "IG-CVXD": (0.0132, 0.0302, 0.0392),

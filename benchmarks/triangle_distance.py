@@ -4,23 +4,19 @@ same random pairs in one run, on two distributions:
   overlapping: both triangles drawn around one point (≈20% intersect, most need every feature test);
   scattered:   10 cm triangles placed uniformly in a 1 m box (mostly apart, as in BVH leaf tests).
 
-    python benchmarks/triangle_distance.py [--pairs 1000000] [--quick] [--device all|cuda] [--out FILE]
+    python -m benchmarks.triangle_distance [--pairs 1000000] [--quick] [--device all|cuda] [--out FILE]
 """
 
 import argparse
 import itertools
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import contactnet.ops as ops  # noqa: E402
-from benchmarks.common import add_device_option, best_time, cuda_only, print_table, write_json  # noqa: E402
-from contactnet.ops.reference.primitive_distance import triangle_distance_ref  # noqa: E402
-from tests.ops.primitive_cases import random_triangle_pairs  # noqa: E402
+import contactnet.ops as ops
+from benchmarks.common import add_device_option, best_time, cuda_only, print_table, write_json
+from contactnet.ops.reference.primitive_distance import triangle_distance_ref
+from tests.ops.primitive_cases import random_triangle_pairs
 
 
 def fcl_pairs_per_second(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:

@@ -25,14 +25,11 @@ from contactnet.ops.primitive_distance import (
 from contactnet.ops import ipc
 from contactnet.ops.ipc import (
     BarrierHessian,
-    BodyDerivatives,
     Candidates,
-    affine_jacobian,
     barrier,
     barrier_potential,
     barrier_potential_gradient,
     barrier_potential_hessian,
-    body_gradient_hessian,
     ccd_time_of_impact,
     collision_candidates,
     collision_free_step,
@@ -45,7 +42,6 @@ from contactnet.ops.ipc import (
     point_edge_distance_squared,
     point_point_distance_squared,
     point_triangle_distance_squared,
-    rigid_jacobian,
     swept_candidates,
 )
 
@@ -68,14 +64,11 @@ __all__ = [
     # IPC barrier kernels (contactnet.ops.ipc has the gradient / Hessian siblings)
     "ipc",
     "BarrierHessian",
-    "BodyDerivatives",
     "Candidates",
-    "affine_jacobian",
     "barrier",
     "barrier_potential",
     "barrier_potential_gradient",
     "barrier_potential_hessian",
-    "body_gradient_hessian",
     "ccd_time_of_impact",
     "collision_candidates",
     "collision_free_step",
@@ -88,6 +81,5 @@ __all__ = [
     "point_edge_distance_squared",
     "point_point_distance_squared",
     "point_triangle_distance_squared",
-    "rigid_jacobian",
     "swept_candidates",
 ]

@@ -3,9 +3,12 @@ contact generation with contact clustering (Hauser, "Robust contact generation f
 simulation with unstructured meshes").
 
 A batch holds Q queries; query q pairs mesh `ids_a[q]` at pose `poses_a[q]` with mesh `ids_b[q]`
-at `poses_b[q]`. Poses are (Q, 7) `[x, y, z, qw, qx, qy, qz]` in metres, in the library's dtype
-and on its device; quaternions are normalised (by the kernels) and NaN/Inf or a zero quaternion
-is rejected with a ValueError. Every query traverses
+at `poses_b[q]`. Poses are (Q, 7) `[x, y, z, qw, qx, qy, qz]` in metres on the library's device,
+float32 or float64: a batch of the other dtype than the library's is cast to it once (float64
+poses into a float32 library are rounded to float32, as its vertices are; poses already in the
+library's dtype are not copied). Ids are ints, sequences or integer tensors. Quaternions are
+normalised (by the kernels) and NaN/Inf or a zero quaternion is rejected with a ValueError
+(argument checks: see contactnet.ops._checks). Every query traverses
 the two meshes' BVHs (C++ on CPU, one query per thread; CUDA kernel, one query per GPU thread) and
 reports in the world frame. Face ids are mesh-local indices into `Mesh.faces`.
 
@@ -21,12 +24,11 @@ import torch
 
 from contactnet._extension import load_extension
 from contactnet.geometry.mesh import MeshLibrary
-from contactnet.geometry.poses import check_poses
+from contactnet.ops._checks import boundary_layer_widths, check_int, mesh_query_args
 
 load_extension()
 
 _ops = torch.ops.contactnet
-_CPU = torch.device("cpu")
 
 __all__ = [
     "Contacts",
@@ -76,81 +78,6 @@ class Contacts(NamedTuple):
         return torch.repeat_interleave(q, self.counts)
 
 
-# ---- argument checks ------------------------------------------------------------------------
-
-
-def _as_ids(ids, name: str, device) -> torch.Tensor:
-    if (isinstance(ids, torch.Tensor) and ids.dtype == torch.int64 and ids.dim() == 1
-            and ids.device == device and ids.is_contiguous()):  # fmt: skip
-        return ids  # already what the op takes (the common case in a hot loop)
-    if isinstance(ids, int):
-        ids = [ids]
-    if not isinstance(ids, torch.Tensor):
-        ids = torch.as_tensor(ids)
-    if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.dtype.is_complex:
-        raise TypeError(f"{name}: expected integer mesh ids, got {ids.dtype}")
-    if ids.dim() != 1:
-        raise ValueError(f"{name}: expected shape (Q,), got {tuple(ids.shape)}")
-    return ids.to(device=device, dtype=torch.int64).contiguous()
-
-
-def _check_queries(lib, ids_a, ids_b, poses_a, poses_b):
-    """Checked (ids_a, ids_b, poses_a, poses_b) for the C++ ops. Quaternions are normalised by
-    the kernels. On the CPU the value checks (finite poses, non-zero quaternions, ids in range)
-    run inside the op, in one pass over the raw data: a query costs microseconds, so a dozen
-    small torch calls here would cost more than the queries themselves. Elsewhere they run here,
-    before the launch."""
-    if not isinstance(lib, MeshLibrary):
-        raise TypeError(f"lib: expected a contactnet.geometry.MeshLibrary, got {type(lib).__name__}")
-    device, dtype = lib.device, lib.dtype
-    ids_a = _as_ids(ids_a, "ids_a", device)
-    ids_b = _as_ids(ids_b, "ids_b", device)
-    q = ids_a.shape[0]
-    if ids_b.shape[0] != q:
-        raise ValueError(f"ids_b has batch size {ids_b.shape[0]} but ids_a has {q}")
-    on_cpu = device == _CPU
-    out = []
-    for name, p in (("poses_a", poses_a), ("poses_b", poses_b)):
-        # Well-formed poses (the common case in a hot loop) skip the checks below: a few tensor calls.
-        if not (type(p) is torch.Tensor and p.dtype == dtype and p.device == device and p.shape == (q, 7)):
-            if isinstance(p, torch.Tensor) and p.dim() == 2 and p.shape[0] != q:
-                raise ValueError(f"{name} has batch size {p.shape[0]} but ids_a has {q}")
-            if isinstance(p, torch.Tensor) and p.numel() == 0 and p.dim() == 2 and p.shape[1] == 7:
-                out.append(p.to(dtype).contiguous())
-                continue
-            if not isinstance(p, torch.Tensor):
-                raise TypeError(f"{name}: expected a torch.Tensor, got {type(p).__name__}")
-            if p.dim() != 2 or p.shape[1] != 7:
-                raise ValueError(f"{name}: expected shape (Q, 7) [x, y, z, qw, qx, qy, qz], got "
-                                 f"{tuple(p.shape)}")  # fmt: skip
-            if p.dtype != dtype:
-                raise TypeError(f"{name} has dtype {p.dtype} but the library is {dtype}")
-            if p.device != device:
-                raise ValueError(f"{name} is on {p.device} but the library is on {device}")
-        if not on_cpu:
-            check_poses(p, name)
-        out.append(p.contiguous())
-    if not on_cpu:
-        m = len(lib)
-        for name, ids in (("ids_a", ids_a), ("ids_b", ids_b)):
-            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= m):
-                raise ValueError(f"{name}: mesh ids must lie in [0, {m}), got "
-                                 f"[{int(ids.min())}, {int(ids.max())}]")  # fmt: skip
-    return ids_a, ids_b, out[0], out[1]
-
-
-def _radii(r, name: str, q: int, lib: MeshLibrary) -> torch.Tensor:
-    r = torch.as_tensor(r, dtype=lib.dtype, device=lib.device)
-    if r.dim() == 0:
-        r = r.expand(q)
-    if r.shape != (q,):
-        raise ValueError(f"{name}: expected a float or a (Q,) = ({q},) tensor, got shape "
-                         f"{tuple(r.shape)}")  # fmt: skip
-    if not bool(torch.isfinite(r).all()) or bool((r < 0).any()):
-        raise ValueError(f"{name}: boundary-layer widths must be finite and >= 0")
-    return r.contiguous()
-
-
 # ---- ops ----------------------------------------------------------------------------------
 
 
@@ -163,7 +90,7 @@ def mesh_distance(lib: MeshLibrary, ids_a, ids_b, poses_a: torch.Tensor, poses_b
     starts from it), so far-apart pairs return early with distance = upper_bound, tri ids -1 and
     NaN points.
     """
-    ids_a, ids_b, poses_a, poses_b = _check_queries(lib, ids_a, ids_b, poses_a, poses_b)
+    ids_a, ids_b, poses_a, poses_b = mesh_query_args(lib, ids_a, ids_b, poses_a, poses_b)
     ub = float("inf") if upper_bound is None else float(upper_bound)
     if not ub > 0:
         raise ValueError(f"upper_bound: expected > 0, got {upper_bound}")
@@ -179,7 +106,7 @@ def mesh_collide(lib: MeshLibrary, ids_a, ids_b, poses_a: torch.Tensor,
     winding number uses the BVH's far-field dipole approximation (Barill et al. 2018, beta = 2);
     it is exact near the surface and off by well under 0.01 elsewhere.
     """
-    ids_a, ids_b, poses_a, poses_b = _check_queries(lib, ids_a, ids_b, poses_a, poses_b)
+    ids_a, ids_b, poses_a, poses_b = mesh_query_args(lib, ids_a, ids_b, poses_a, poses_b)
     return _ops.mesh_collide.default(*lib.bvh, ids_a, ids_b, poses_a, poses_b, 0.5, WINDING_BETA)
 
 
@@ -202,10 +129,10 @@ def blem_contacts(lib: MeshLibrary, ids_a, ids_b, poses_a: torch.Tensor, poses_b
 
     Returns Contacts in the packed layout (see `Contacts`).
     """
-    ids_a, ids_b, poses_a, poses_b = _check_queries(lib, ids_a, ids_b, poses_a, poses_b)
+    ids_a, ids_b, poses_a, poses_b = mesh_query_args(lib, ids_a, ids_b, poses_a, poses_b)
     q = ids_a.shape[0]
-    ra = _radii(r_a, "r_a", q, lib)
-    rb = _radii(r_b, "r_b", q, lib)
+    ra = boundary_layer_widths(r_a, "r_a", q, poses_a)
+    rb = boundary_layer_widths(r_b, "r_b", q, poses_a)
     if max_contacts is None:
         out = _ops.blem_contacts_raw(*lib.bvh, ids_a, ids_b, poses_a, poses_b, ra, rb)
         offsets = out[-1]
@@ -223,15 +150,10 @@ def blem_contacts(lib: MeshLibrary, ids_a, ids_b, poses_a: torch.Tensor, poses_b
 
 def _check_cluster_args(max_contacts, kmeans_sample) -> int:
     """kmeans_sample, defaulted; both checked."""
-    if isinstance(max_contacts, bool) or not isinstance(max_contacts, int) or max_contacts < 1:
-        raise ValueError(f"max_contacts: expected an int >= 1, got {max_contacts!r}")
+    check_int(max_contacts, "max_contacts", 1)
     if kmeans_sample is None:
         kmeans_sample = KMEANS_SAMPLES_PER_CLUSTER * max_contacts
-    if (isinstance(kmeans_sample, bool) or not isinstance(kmeans_sample, int)
-            or kmeans_sample < max_contacts):  # fmt: skip
-        raise ValueError(f"kmeans_sample: expected an int >= max_contacts ({max_contacts}), got "
-                         f"{kmeans_sample!r}")  # fmt: skip
-    return kmeans_sample
+    return check_int(kmeans_sample, "kmeans_sample", max_contacts)
 
 
 def _cluster(points, normals, depths, offsets, max_contacts, normal_weight, depth_weight, kmeans_sample):

@@ -1,5 +1,11 @@
-// Loud, copy-free argument checks for op entry points (host code, both devices). The Python
-// wrappers raise ValueError/TypeError first; these guard direct torch.ops.contactnet calls.
+// Loud, copy-free argument checks for op entry points (host code, both devices), the C++ half of
+// contactnet/ops/_checks.py, under the same policy:
+//   - metadata (dims, sizes, dtype, device, contiguity) is checked at every entry;
+//   - tensor values (index ranges, padding rows, finite poses, ...) only where reading them costs
+//     no sync: on the CPU (`values_checked_in_cpp`), in the pass over the data. On a GPU the
+//     Python wrappers check them before the launch (skipped under CUDA graph capture), and a
+//     direct torch.ops call is trusted.
+// Value checks raise ValueError in Python (TORCH_CHECK_VALUE), as the wrappers' own checks do.
 #pragma once
 
 #include <initializer_list>
@@ -8,6 +14,9 @@
 #include <c10/util/Exception.h>
 
 namespace contactnet {
+
+// Whether the C++ entry checks the values of `t` (see the policy above).
+inline bool values_checked_in_cpp(const at::Tensor& t) { return t.is_cpu(); }
 
 // `shape` lists the expected sizes; -1 accepts any size in that dimension.
 inline void check_input(const at::Tensor& t, const char* name, std::initializer_list<int64_t> shape) {
@@ -29,10 +38,47 @@ inline void check_float_input(const at::Tensor& t, const char* name,
               ": expected float32 or float64, got ", t.scalar_type());
 }
 
-inline void check_same_device_dtype(const at::Tensor& a, const char* name_a, const at::Tensor& b,
-                                    const char* name_b) {
+// int64 indices of `shape`, in [0, bound) where values are checked here.
+inline void check_index_input(const at::Tensor& t, const char* name,
+                              std::initializer_list<int64_t> shape, int64_t bound) {
+  check_input(t, name, shape);
+  TORCH_CHECK(t.scalar_type() == at::kLong, name, ": expected int64, got ", t.scalar_type());
+  if (t.numel() > 0 && values_checked_in_cpp(t)) {
+    TORCH_CHECK_VALUE(t.min().item<int64_t>() >= 0 && t.max().item<int64_t>() < bound, name,
+                      ": indices must lie in [0, ", bound, ")");
+  }
+}
+
+// Rows of an (N, 2) int64 pair list: column c in [0, bound_c), or the whole row -1 (padding of a
+// fixed-capacity list). Same rule and messages as check_pair_values in ops/_checks.py.
+inline void check_pair_rows(const at::Tensor& pairs, const char* name, int64_t bound0,
+                            int64_t bound1) {
+  check_input(pairs, name, {-1, 2});
+  TORCH_CHECK(pairs.scalar_type() == at::kLong, name, ": expected int64, got ",
+              pairs.scalar_type());
+  if (!values_checked_in_cpp(pairs)) return;
+  const int64_t* p = pairs.data_ptr<int64_t>();
+  const int64_t n = pairs.size(0);
+  for (int64_t i = 0; i < n; ++i)
+    TORCH_CHECK_VALUE((p[2 * i] == -1) == (p[2 * i + 1] == -1), name,
+                      ": a padding row must be -1 in every column (row ", i, ")");
+  const int64_t bounds[2] = {bound0, bound1};
+  for (int c = 0; c < 2; ++c)
+    for (int64_t i = 0; i < n; ++i)
+      TORCH_CHECK_VALUE(p[2 * i + c] >= -1 && p[2 * i + c] < bounds[c], name, ": column ", c,
+                        " must lie in [0, ", bounds[c], ") (or the row be -1 padding), got ",
+                        p[2 * i + c], " in row ", i);
+}
+
+inline void check_same_device(const at::Tensor& a, const char* name_a, const at::Tensor& b,
+                              const char* name_b) {
   TORCH_CHECK(a.device() == b.device(), name_a, " and ", name_b, " must be on the same device, got ",
               a.device(), " and ", b.device());
+}
+
+inline void check_same_device_dtype(const at::Tensor& a, const char* name_a, const at::Tensor& b,
+                                    const char* name_b) {
+  check_same_device(a, name_a, b, name_b);
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), name_a, " and ", name_b,
               " must have the same dtype, got ", a.scalar_type(), " and ", b.scalar_type());
 }

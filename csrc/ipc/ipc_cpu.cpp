@@ -7,15 +7,13 @@
 #include <torch/library.h>
 
 #include "common/launch_cpu.h"
-#include "ipc/ipc.h"
+#include "ipc/ipc_ops.h"
 
 namespace contactnet {
 namespace {
 
-// Indices per task, so that one task does a few microseconds of work.
-constexpr CpuLauncher kCheapLaunch{1024};     // distances, barrier, boxes
-// Sweep items in one pass: each task keeps its pairs, concatenated in task order afterwards.
-struct CpuSweepLauncher : CpuLauncher {
+// Grid items in one pass: each task keeps its pairs, concatenated in task order afterwards.
+struct CpuCollectingLauncher : CpuLauncher {
   static constexpr bool kCollectsPairs = true;
 
   struct Append {
@@ -44,10 +42,6 @@ struct CpuSweepLauncher : CpuLauncher {
     return pairs;
   }
 };
-// Grid queries cost ~1-5 µs each; also the grain of the box and grid-entry loops (~50 ns per
-// primitive), so small meshes run inline rather than paying a parallel region per loop.
-constexpr CpuSweepLauncher kSweepLaunch{{1024}};
-constexpr CpuLauncher kPotentialLaunch{32};   // Hessian + PSD projection: ~10 µs per candidate
 
 // Projected barrier Hessians with each shared point–point / point–edge feature evaluated once
 // (about 4× fewer evaluations of those on meshes) and copied to the other candidates on it.
@@ -93,96 +87,20 @@ struct CpuPotentialLauncher : CpuLauncher {
     });
   }
 };
-constexpr CpuPotentialLauncher kHessianLaunch{{32}};
+
+// The launchers of ipc_ops.h; grains (indices per task) such that one task does a few
+// microseconds of work.
+struct IpcCpuLaunchers {
+  static constexpr CpuLauncher cheap{1024};           // distances, barrier, boxes: ~10-100 ns each
+  static constexpr CpuLauncher heavy{32};             // Hessian + PSD projection, CCD: ~10 µs each
+  static constexpr CpuPotentialLauncher hessian{{32}};
+  // Grid queries cost ~1-5 µs each; also the grain of the box and grid-entry loops (~50 ns per
+  // primitive), so small meshes run inline rather than paying a parallel region per loop.
+  static constexpr CpuCollectingLauncher grid{{1024}};
+  static constexpr CpuLauncher sweep{64};  // one sweep item scans many boxes
+};
 
 using Tensor = at::Tensor;
-using OptTensor = std::optional<at::Tensor>;
-
-Tensor pp(int order, const Tensor& p, const Tensor& q) {
-  return ipc_distance_impl(kIpcPointPoint, order, {p, q}, nullptr, kCheapLaunch);
-}
-Tensor pe(int order, const Tensor& p, const Tensor& e0, const Tensor& e1) {
-  return ipc_distance_impl(kIpcPointEdge, order, {p, e0, e1}, nullptr, kCheapLaunch);
-}
-Tensor pt(int order, const Tensor& p, const Tensor& t0, const Tensor& t1, const Tensor& t2) {
-  return ipc_distance_impl(kIpcPointTriangle, order, {p, t0, t1, t2}, nullptr, kCheapLaunch);
-}
-Tensor ee(int order, const Tensor& a0, const Tensor& a1, const Tensor& b0, const Tensor& b1) {
-  return ipc_distance_impl(kIpcEdgeEdge, order, {a0, a1, b0, b1}, nullptr, kCheapLaunch);
-}
-Tensor moll(int order, const Tensor& a0, const Tensor& a1, const Tensor& b0, const Tensor& b1,
-            const Tensor& eps_x) {
-  return ipc_distance_impl(kIpcMollifier, order, {a0, a1, b0, b1}, &eps_x, kCheapLaunch);
-}
-
-template <int Order>
-Tensor pp_cpu(const Tensor& p, const Tensor& q) { return pp(Order, p, q); }
-template <int Order>
-Tensor pe_cpu(const Tensor& p, const Tensor& e0, const Tensor& e1) { return pe(Order, p, e0, e1); }
-template <int Order>
-Tensor pt_cpu(const Tensor& p, const Tensor& t0, const Tensor& t1, const Tensor& t2) {
-  return pt(Order, p, t0, t1, t2);
-}
-template <int Order>
-Tensor ee_cpu(const Tensor& a0, const Tensor& a1, const Tensor& b0, const Tensor& b1) {
-  return ee(Order, a0, a1, b0, b1);
-}
-template <int Order>
-Tensor moll_cpu(const Tensor& a0, const Tensor& a1, const Tensor& b0, const Tensor& b1,
-                const Tensor& eps_x) {
-  return moll(Order, a0, a1, b0, b1, eps_x);
-}
-
-std::tuple<Tensor, Tensor, Tensor> barrier_cpu(const Tensor& d2, double dhat) {
-  return ipc_barrier_impl(d2, dhat, kCheapLaunch);
-}
-
-std::tuple<Tensor, Tensor> candidates_cpu(const Tensor& vertices, const Tensor& faces,
-                                          const Tensor& edges, const OptTensor& vertex_body,
-                                          double dhat) {
-  return ipc_collision_candidates_impl(vertices, faces, edges, vertex_body, dhat, kSweepLaunch);
-}
-
-std::tuple<Tensor, Tensor> swept_candidates_cpu(const Tensor& v0, const Tensor& v1,
-                                                const Tensor& faces, const Tensor& edges,
-                                                const OptTensor& vertex_body,
-                                                double min_distance) {
-  return ipc_swept_candidates_impl(v0, v1, faces, edges, vertex_body, min_distance, kSweepLaunch);
-}
-
-Tensor potential_cpu(const Tensor& vertices, const Tensor& rest, const Tensor& faces,
-                     const Tensor& edges, const Tensor& fv, const Tensor& ee, double dhat,
-                     double kappa) {
-  return std::get<0>(ipc_barrier_potential_impl(vertices, rest, faces, edges, fv, ee, dhat, kappa,
-                                                0, false, kCheapLaunch));
-}
-Tensor potential_gradient_cpu(const Tensor& vertices, const Tensor& rest, const Tensor& faces,
-                              const Tensor& edges, const Tensor& fv, const Tensor& ee, double dhat,
-                              double kappa) {
-  return std::get<1>(ipc_barrier_potential_impl(vertices, rest, faces, edges, fv, ee, dhat, kappa,
-                                                1, false, kCheapLaunch));
-}
-Tensor potential_hessian_cpu(const Tensor& vertices, const Tensor& rest, const Tensor& faces,
-                             const Tensor& edges, const Tensor& fv, const Tensor& ee, double dhat,
-                             double kappa, bool project_to_psd) {
-  return std::get<2>(ipc_barrier_potential_impl(vertices, rest, faces, edges, fv, ee, dhat, kappa,
-                                                2, project_to_psd, kHessianLaunch));
-}
-
-template <int Order>
-Tensor friction_cpu(const Tensor& velocities, const Tensor& lagged, const Tensor& rest,
-                    const Tensor& faces, const Tensor& edges, const Tensor& fv, const Tensor& ee,
-                    double dhat, double kappa, double mu, double eps_v) {
-  return ipc_friction_impl(velocities, lagged, rest, faces, edges, fv, ee, dhat, kappa, mu, eps_v,
-                           Order, Order == 2 ? kPotentialLaunch : kCheapLaunch);
-}
-
-Tensor ccd_cpu(const Tensor& v0, const Tensor& v1, const Tensor& faces, const Tensor& edges,
-               const Tensor& fv, const Tensor& ee, double min_distance, double tmax,
-               double conservative_rescaling, int64_t max_iterations) {
-  return ipc_ccd_impl(v0, v1, faces, edges, fv, ee, min_distance, tmax, conservative_rescaling,
-                      max_iterations, kPotentialLaunch);
-}
 
 // Sum of (N, 12, 12) stencil blocks as a coalesced (row-major, merged) COO matrix of size 3V,
 // without a sort of the N·144 entries: every vertex row gathers the blocks of the candidates that
@@ -271,72 +189,17 @@ std::tuple<Tensor, Tensor> assemble_hessian_cpu(const Tensor& local, const Tenso
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(contactnet, m) {
-  const char* suffixes[3] = {"", "_gradient", "_hessian"};
-  for (const char* s : suffixes) {
-    const std::string sfx(s);
-    m.def((std::string("ipc_point_point_distance") + sfx + "(Tensor p, Tensor q) -> Tensor").c_str());
-    m.def((std::string("ipc_point_edge_distance") + sfx + "(Tensor p, Tensor e0, Tensor e1) -> Tensor").c_str());
-    m.def((std::string("ipc_point_triangle_distance") + sfx +
-           "(Tensor p, Tensor t0, Tensor t1, Tensor t2) -> Tensor").c_str());
-    m.def((std::string("ipc_edge_edge_distance") + sfx +
-           "(Tensor ea0, Tensor ea1, Tensor eb0, Tensor eb1) -> Tensor").c_str());
-    m.def((std::string("ipc_edge_edge_mollifier") + sfx +
-           "(Tensor ea0, Tensor ea1, Tensor eb0, Tensor eb1, Tensor eps_x) -> Tensor").c_str());
-  }
-  m.def("ipc_barrier(Tensor d2, float dhat) -> (Tensor value, Tensor first, Tensor second)");
-  m.def(
-      "ipc_collision_candidates(Tensor vertices, Tensor faces, Tensor edges, "
-      "Tensor? vertex_body, float dhat) -> (Tensor fv, Tensor ee)");
-  m.def(
-      "ipc_swept_candidates(Tensor vertices_t0, Tensor vertices_t1, Tensor faces, Tensor edges, "
-      "Tensor? vertex_body, float min_distance) -> (Tensor fv, Tensor ee)");
-  const std::string potential_args =
-      "(Tensor vertices, Tensor rest_vertices, Tensor faces, Tensor edges, Tensor fv, Tensor ee, "
-      "float dhat, float kappa";
-  m.def(("ipc_barrier_potential" + potential_args + ") -> Tensor").c_str());
-  m.def(("ipc_barrier_potential_gradient" + potential_args + ") -> Tensor").c_str());
-  m.def(("ipc_barrier_potential_hessian" + potential_args + ", bool project_to_psd) -> Tensor").c_str());
-  const std::string friction_args =
-      "(Tensor velocities, Tensor lagged_vertices, Tensor rest_vertices, Tensor faces, "
-      "Tensor edges, Tensor fv, Tensor ee, float dhat, float kappa, float mu, float eps_v) -> Tensor";
-  m.def(("ipc_friction_potential" + friction_args).c_str());
-  m.def(("ipc_friction_potential_gradient" + friction_args).c_str());
-  m.def(("ipc_friction_potential_hessian" + friction_args).c_str());
+  for_each_ipc_op<IpcCpuLaunchers>([&](const char* name, const char* schema, auto) {
+    m.def((std::string(name) + schema).c_str());
+  });
   m.def(
       "ipc_assemble_hessian(Tensor local, Tensor stencils, int num_vertices) -> "
       "(Tensor indices, Tensor values)");
-  m.def(
-      "ipc_ccd(Tensor vertices_t0, Tensor vertices_t1, Tensor faces, Tensor edges, Tensor fv, "
-      "Tensor ee, float min_distance, float tmax, float conservative_rescaling, "
-      "int max_iterations) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(contactnet, CPU, m) {
-  m.impl("ipc_point_point_distance", &pp_cpu<0>);
-  m.impl("ipc_point_point_distance_gradient", &pp_cpu<1>);
-  m.impl("ipc_point_point_distance_hessian", &pp_cpu<2>);
-  m.impl("ipc_point_edge_distance", &pe_cpu<0>);
-  m.impl("ipc_point_edge_distance_gradient", &pe_cpu<1>);
-  m.impl("ipc_point_edge_distance_hessian", &pe_cpu<2>);
-  m.impl("ipc_point_triangle_distance", &pt_cpu<0>);
-  m.impl("ipc_point_triangle_distance_gradient", &pt_cpu<1>);
-  m.impl("ipc_point_triangle_distance_hessian", &pt_cpu<2>);
-  m.impl("ipc_edge_edge_distance", &ee_cpu<0>);
-  m.impl("ipc_edge_edge_distance_gradient", &ee_cpu<1>);
-  m.impl("ipc_edge_edge_distance_hessian", &ee_cpu<2>);
-  m.impl("ipc_edge_edge_mollifier", &moll_cpu<0>);
-  m.impl("ipc_edge_edge_mollifier_gradient", &moll_cpu<1>);
-  m.impl("ipc_edge_edge_mollifier_hessian", &moll_cpu<2>);
-  m.impl("ipc_barrier", &barrier_cpu);
-  m.impl("ipc_collision_candidates", &candidates_cpu);
-  m.impl("ipc_swept_candidates", &swept_candidates_cpu);
-  m.impl("ipc_barrier_potential", &potential_cpu);
-  m.impl("ipc_barrier_potential_gradient", &potential_gradient_cpu);
-  m.impl("ipc_barrier_potential_hessian", &potential_hessian_cpu);
-  m.impl("ipc_friction_potential", &friction_cpu<0>);
-  m.impl("ipc_friction_potential_gradient", &friction_cpu<1>);
-  m.impl("ipc_friction_potential_hessian", &friction_cpu<2>);
-  m.impl("ipc_ccd", &ccd_cpu);
+  for_each_ipc_op<IpcCpuLaunchers>(
+      [&](const char* name, const char*, auto fn) { m.impl(name, fn); });
   m.impl("ipc_assemble_hessian", &assemble_hessian_cpu);
 }
 

@@ -68,8 +68,9 @@ struct BvhTensors {
   const at::Tensor &ids_a, &ids_b, &poses_a, &poses_b;
 };
 
-// CPU value checks in one pass over the raw data (on other devices the Python wrapper checks):
-// ids in range, poses finite with a non-zero quaternion (the kernels normalise it).
+// CPU value checks in one pass over the raw data (on other devices the Python wrapper checks, see
+// common/checks.h): ids in range, poses finite with a non-zero quaternion (the kernels normalise
+// it), boundary-layer widths finite and >= 0.
 template <typename T>
 void check_query_poses(const at::Tensor& poses, const char* name) {
   const T* p = poses.data_ptr<T>();
@@ -111,7 +112,7 @@ inline void check_query_inputs(const BvhTensors& b) {
                 "mesh query float inputs must share one dtype");
   const int64_t num_meshes = b.node_offsets.size(0) - 1;
   TORCH_CHECK(num_meshes >= 1, "mesh query: the library has no meshes");
-  if (b.ids_a.is_cpu()) check_query_values(b, num_meshes);
+  if (values_checked_in_cpp(b.ids_a)) check_query_values(b, num_meshes);
 }
 
 inline void check_query_values(const BvhTensors& b, int64_t num_meshes) {
@@ -182,6 +183,15 @@ inline void check_blem_inputs(const BvhTensors& b, const at::Tensor& r_a, const 
   check_float_input(r_b, "r_b", {q});
   check_same_device_dtype(r_a, "r_a", b.tris, "tris");
   check_same_device_dtype(r_b, "r_b", b.tris, "tris");
+  if (!values_checked_in_cpp(r_a)) return;
+  AT_DISPATCH_FLOATING_TYPES(r_a.scalar_type(), "check_radii", [&] {
+    for (const auto& [r, name] : {std::pair{&r_a, "r_a"}, std::pair{&r_b, "r_b"}}) {
+      const scalar_t* w = r->data_ptr<scalar_t>();
+      for (int64_t i = 0; i < q; ++i)
+        TORCH_CHECK_VALUE(std::isfinite(w[i]) && w[i] >= scalar_t(0), name,
+                          ": boundary-layer widths must be finite and >= 0 (query ", i, ")");
+    }
+  });
 }
 
 // The packed contact outputs for n contacts.
@@ -270,7 +280,7 @@ inline void check_blem_rows(const BvhTensors& b, const at::Tensor& r_a, const at
     TORCH_CHECK(rows[k]->device() == b.tris.device(), names[k], " must be on the device of tris, got ",
                 rows[k]->device(), " and ", b.tris.device());
   }
-  if (!query.is_cpu()) return;
+  if (!values_checked_in_cpp(query)) return;
   const int64_t nq = b.ids_a.size(0);
   const int64_t *qs = query.data_ptr<int64_t>(), *ra = row_a.data_ptr<int64_t>(),
                 *rb = row_b.data_ptr<int64_t>(), *ia = b.ids_a.data_ptr<int64_t>(),

@@ -12,7 +12,7 @@ class FclLabeller:
     def __init__(self, vertices: list[np.ndarray], faces: list[np.ndarray]):
         import fcl
 
-        from contactnet.ops.reference.warp_winding import WarpContainment
+        from tests.ops.warp_winding import WarpContainment
 
         self.fcl = fcl
         self.models, self.containment = [], []

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from contactnet.geometry import Mesh, MeshLibrary
-from contactnet.ops.reference.mesh_cases import box_mesh, bumpy_sphere
+from tests.ops.mesh_cases import box_mesh, bumpy_sphere
 
 
 def test_validation_errors_name_the_mesh():

@@ -18,7 +18,7 @@ from contactnet.geometry import (
     unit_quaternion_poses,
     unit_quaternions,
 )
-from contactnet.ops.reference.mesh_cases import random_poses
+from tests.ops.mesh_cases import random_poses
 
 
 @settings(max_examples=30, deadline=None)

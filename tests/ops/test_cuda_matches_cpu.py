@@ -14,7 +14,8 @@ from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.ops import blem_contacts, cluster_contacts, ipc, mesh_collide, mesh_distance
 from contactnet.ops.locc_crop import locc_crop
 from contactnet.ops.reference import ipc as ref
-from contactnet.ops.reference.mesh_cases import box_mesh, bumpy_sphere, random_poses, random_soup
+from tests.ops import ipc_cases
+from tests.ops.mesh_cases import box_mesh, bumpy_sphere, random_poses, random_soup
 from tests.ops.primitive_cases import adversarial_batch, random_triangle_pairs
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
@@ -125,7 +126,7 @@ def test_edge_edge_mollifier_and_barrier():
 
 
 def _sheets(seed=0):
-    V, F, E, body, dhat = ref.stacked_sheets(8, seed=seed)
+    V, F, E, body, dhat = ipc_cases.stacked_sheets(8, seed=seed)
     return V, F, E, body, dhat
 
 
@@ -136,7 +137,7 @@ def _candidates_on(dev, fn, *args, **kwargs):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_collision_and_swept_candidates(seed):
-    V, F, E = ref.random_triangle_soup(60, seed=seed)
+    V, F, E = ipc_cases.random_triangle_soup(60, seed=seed)
     body = torch.arange(V.shape[0]) // 3
     V1 = V + 0.05 * torch.randn(V.shape, generator=torch.Generator().manual_seed(seed), dtype=V.dtype)
     for fn, args in ((ipc.collision_candidates, (V, F, E, 0.05)), (ipc.collision_candidates, (V, F, E, 0.05, body)),
@@ -147,7 +148,7 @@ def test_collision_and_swept_candidates(seed):
 
 
 def test_padded_candidates_with_masks_and_overflow():
-    V, F, E = ref.random_triangle_soup(60, seed=2)
+    V, F, E = ipc_cases.random_triangle_soup(60, seed=2)
     V1 = V + 0.05 * torch.randn(V.shape, generator=torch.Generator().manual_seed(2), dtype=V.dtype)
     g = torch.Generator().manual_seed(4)
     masks = {f"{kind}_active": torch.rand(n, generator=g) < 0.8
@@ -220,7 +221,7 @@ def test_friction_potential_gradient_hessian(scale):
 
 @pytest.mark.parametrize("min_distance", [0.0, 1e-3])
 def test_ccd_time_of_impact(min_distance):
-    V, F, E = ref.random_triangle_soup(80, seed=6)
+    V, F, E = ipc_cases.random_triangle_soup(80, seed=6)
     body = torch.arange(V.shape[0]) // 3
     V1 = V + 0.1 * torch.randn(V.shape, generator=torch.Generator().manual_seed(6), dtype=V.dtype)
     V1[:9] = V[:9]  # some primitives do not move

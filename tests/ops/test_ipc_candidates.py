@@ -7,6 +7,7 @@ import torch
 
 from contactnet.ops import ipc
 from contactnet.ops.reference import ipc as ref
+from tests.ops import ipc_cases as cases
 
 ipctk = pytest.importorskip("ipctk")
 
@@ -17,7 +18,7 @@ def _sets(c):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_soup_matches_brute_force(seed, device):
-    V, F, E = ref.random_triangle_soup(30, seed=seed)
+    V, F, E = cases.random_triangle_soup(30, seed=seed)
     dhat = 0.08
     got = _sets(ipc.collision_candidates(V.to(device), F.to(device), E.to(device), dhat))
     want = ref.brute_force_candidates(V, F, E, dhat)
@@ -26,7 +27,7 @@ def test_soup_matches_brute_force(seed, device):
 
 
 def test_vertex_body_excludes_within_body_pairs():
-    V, F, E, body, dhat = ref.stacked_sheets(4, seed=2)
+    V, F, E, body, dhat = cases.stacked_sheets(4, seed=2)
     c_all = _sets(ipc.collision_candidates(V, F, E, 1.5 * dhat))
     c_body = _sets(ipc.collision_candidates(V, F, E, 1.5 * dhat, vertex_body=body))
     want = ref.brute_force_candidates(V, F, E, 1.5 * dhat, vertex_body=body)
@@ -52,7 +53,7 @@ def _ipctk_candidates(V, F, E, dhat):
 
 
 def test_sheets_match_ipctk():
-    V, F, E, body, dhat = ref.stacked_sheets(12, seed=3)
+    V, F, E, body, dhat = cases.stacked_sheets(12, seed=3)
     got = _sets(ipc.collision_candidates(V, F, E, dhat))
     want = _ipctk_candidates(V, F, E, dhat)
     assert got == want
@@ -84,7 +85,7 @@ def test_degenerate_triangle_matches_brute_force():
 
 
 def test_float32_same_set():
-    V, F, E = ref.random_triangle_soup(40, seed=4)
+    V, F, E = cases.random_triangle_soup(40, seed=4)
     a = _sets(ipc.collision_candidates(V, F, E, 0.05))
     b = _sets(ipc.collision_candidates(V.float(), F, E, 0.05))
     # Pairs within float32 rounding of dhat may differ; require near-identity.
@@ -92,7 +93,7 @@ def test_float32_same_set():
 
 
 def test_swept_candidates_cover_moving_pairs():
-    V, F, E = ref.random_triangle_soup(20, seed=5)
+    V, F, E = cases.random_triangle_soup(20, seed=5)
     V1 = V + 0.05 * torch.randn(V.shape, generator=torch.Generator().manual_seed(0), dtype=V.dtype)
     c = ipc.swept_candidates(V, V1, F, E, 0.0)
     fv, ee = _sets(c)
@@ -132,7 +133,7 @@ def _swept_box_pairs(V, V1, F, E, inflate):
 def test_grid_with_huge_boxes_matches_brute_force():
     """A ground quad much larger than the other triangles, and one body sweeping far: boxes that
     cover many grid cells (or force larger cells) lose no pair and report none twice."""
-    V, F, E = ref.random_triangle_soup(40, seed=7, scale=0.05)
+    V, F, E = cases.random_triangle_soup(40, seed=7, scale=0.05)
     ground = torch.tensor([[-3, -3, 0.1], [3, -3, 0.1], [3, 3, 0.1], [-3, 3, 0.1]], dtype=V.dtype)
     n = V.shape[0]
     V = torch.cat([V, ground])
@@ -151,15 +152,15 @@ def test_grid_with_huge_boxes_matches_brute_force():
 
 
 def test_bad_input():
-    V, F, E = ref.random_triangle_soup(3)
+    V, F, E = cases.random_triangle_soup(3)
     with pytest.raises(ValueError, match="dhat"):
         ipc.collision_candidates(V, F, E, 0.0)
     with pytest.raises(ValueError, match="dhat"):
         ipc.collision_candidates(V, F, E, -1.0)
     with pytest.raises(ValueError, match="faces"):
         ipc.collision_candidates(V, F + 100, E, 0.1)
-    with pytest.raises(TypeError, match="faces"):
-        ipc.collision_candidates(V, F.int(), E, 0.1)
+    with pytest.raises(TypeError, match="faces"):  # (integer dtypes are converted, floats are refused)
+        ipc.collision_candidates(V, F.double(), E, 0.1)
     with pytest.raises(ValueError, match="edges"):
         ipc.collision_candidates(V, F, E[:, :1].contiguous(), 0.1)
     with pytest.raises(ValueError, match="vertex_body"):
@@ -169,7 +170,7 @@ def test_bad_input():
 
 
 def test_opcheck():
-    V, F, E = ref.random_triangle_soup(6, seed=1)
+    V, F, E = cases.random_triangle_soup(6, seed=1)
     body = torch.arange(V.shape[0]) // 3
     torch.library.opcheck(torch.ops.contactnet.ipc_collision_candidates, (V, F, E, body, 0.2))
     torch.library.opcheck(torch.ops.contactnet.ipc_collision_candidates, (V, F, E, None, 0.2))

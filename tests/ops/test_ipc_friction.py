@@ -5,13 +5,13 @@ import pytest
 import torch
 
 from contactnet.ops import ipc
-from contactnet.ops.reference import ipc as ref
+from tests.ops import ipc_cases as cases
 
 ipctk = pytest.importorskip("ipctk")
 
 
 def _scene(n=8, seed=0, scale=1e-3):
-    V, F, E, body, dhat = ref.stacked_sheets(n, seed=seed)
+    V, F, E, body, dhat = cases.stacked_sheets(n, seed=seed)
     cand = ipc.collision_candidates(V, F, E, dhat)
     g = torch.Generator().manual_seed(seed + 100)
     vel = scale * torch.randn(V.shape, generator=g, dtype=V.dtype)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from contactnet.ops import ipc
-from contactnet.ops.reference import ipc as ref
+from tests.ops import ipc_cases as cases
 
 
 def _sets(c: ipc.Candidates):
@@ -21,7 +21,7 @@ def _padding_is_minus_one_after_the_pairs(p: ipc.PaddedCandidates):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_padded_matches_the_variable_size_search(seed, device):
-    V, F, E = (t.to(device) for t in ref.random_triangle_soup(30, seed=seed))
+    V, F, E = (t.to(device) for t in cases.random_triangle_soup(30, seed=seed))
     want = ipc.collision_candidates(V, F, E, 0.08)
     got = ipc.collision_candidates_padded(V, F, E, 0.08, capacity=want.count + 5)
     assert _sets(got.candidates) == _sets(want)
@@ -35,7 +35,7 @@ def test_padded_matches_the_variable_size_search(seed, device):
 
 
 def test_vertex_body_and_masks():
-    V, F, E, body, dhat = ref.stacked_sheets(4, seed=2)
+    V, F, E, body, dhat = cases.stacked_sheets(4, seed=2)
     want = ipc.collision_candidates(V, F, E, 1.5 * dhat, vertex_body=body)
     got = ipc.collision_candidates_padded(V, F, E, 1.5 * dhat, 4 * want.count, vertex_body=body)
     assert _sets(got.candidates) == _sets(want)
@@ -50,7 +50,7 @@ def test_vertex_body_and_masks():
 
 
 def test_overflow_is_counted_and_the_kept_pairs_are_real():
-    V, F, E = ref.random_triangle_soup(30, seed=0)
+    V, F, E = cases.random_triangle_soup(30, seed=0)
     want = ipc.collision_candidates(V, F, E, 0.08)
     got = ipc.collision_candidates_padded(V, F, E, 0.08, capacity=5)
     assert got.candidates.face_vertex.shape == (5, 2) and got.candidates.edge_edge.shape == (5, 2)
@@ -62,7 +62,7 @@ def test_overflow_is_counted_and_the_kept_pairs_are_real():
 
 
 def test_padding_rows_contribute_nothing(device):
-    V, F, E = (t.to(device) for t in ref.random_triangle_soup(30, seed=3))
+    V, F, E = (t.to(device) for t in cases.random_triangle_soup(30, seed=3))
     dhat = 0.08
     c = ipc.collision_candidates(V, F, E, dhat)
     pad = torch.full((7, 2), -1, dtype=torch.int64, device=device)
@@ -91,7 +91,7 @@ def test_padding_rows_contribute_nothing(device):
 
 
 def test_bad_input():
-    V, F, E = ref.random_triangle_soup(3)
+    V, F, E = cases.random_triangle_soup(3)
     with pytest.raises(ValueError, match="capacity"):
         ipc.collision_candidates_padded(V, F, E, 0.1, -1)
     with pytest.raises(ValueError, match="capacity"):
@@ -107,17 +107,17 @@ def test_bad_input():
 
 
 def test_trusted_indices_skips_only_value_checks():
-    V, F, E = ref.random_triangle_soup(3)
+    V, F, E = cases.random_triangle_soup(3)
     with ipc.trusted_indices():
         ipc.collision_candidates_padded(V, F, E, 0.1, 4)
         with pytest.raises(TypeError, match="faces"):
-            ipc.collision_candidates_padded(V, F.int(), E, 0.1, 4)
+            ipc.collision_candidates_padded(V, F.double(), E, 0.1, 4)
     with pytest.raises(ValueError, match="faces"):
         ipc.collision_candidates_padded(V, F + 100, E, 0.1, 4)
 
 
 def test_opcheck():
-    V, F, E, body, dhat = ref.stacked_sheets(2, seed=1)
+    V, F, E, body, dhat = cases.stacked_sheets(2, seed=1)
     mask = torch.ones(V.shape[0], dtype=torch.bool)
     torch.library.opcheck(torch.ops.contactnet.ipc_collision_candidates_padded, (V, F, E, body, 0.2, 16))
     torch.library.opcheck(torch.ops.contactnet.ipc_collision_candidates_padded, (V, F, E, None, 0.2, 16, mask))

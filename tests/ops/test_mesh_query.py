@@ -9,7 +9,7 @@ import torch
 
 from contactnet.geometry import Mesh, MeshLibrary, transform_points
 from contactnet.ops import blem_contacts, cluster_contacts, mesh_collide, mesh_distance
-from contactnet.ops.reference.mesh_cases import (
+from tests.ops.mesh_cases import (
     box_mesh,
     bumpy_sphere,
     near_contact_poses,
@@ -202,7 +202,7 @@ def test_distance_large_meshes_near_contact_matches_fcl():
     it finishes depth-first from its distance): still the exact minimum."""
     import fcl
 
-    from contactnet.ops.reference.mesh_cases import near_contact_poses
+    from tests.ops.mesh_cases import near_contact_poses
     from contactnet.ops.reference.mesh_contacts import triangle_pairs_closest
 
     meshes = [Mesh(*bumpy_sphere(5, 0.05, seed=1), name="a"), Mesh(*bumpy_sphere(5, 0.05, seed=2), name="b")]
@@ -929,8 +929,8 @@ def test_bad_input(lib64):
         mesh_collide(lib64, [0], [1], p.repeat(2, 1), p)
     with pytest.raises(ValueError, match="ids_b"):
         blem_contacts(lib64, [0], [9], p, p)
-    with pytest.raises(TypeError, match="dtype"):
-        mesh_distance(lib64, [0], [1], p.float(), p.float())
+    with pytest.raises(TypeError, match="dtype"):  # (float32 poses are cast, integers are refused)
+        mesh_distance(lib64, [0], [1], p.long(), p.long())
     with pytest.raises(ValueError, match="poses_b"):
         mesh_distance(lib64, [0], [1], p, torch.zeros(1, 6).double())
     with pytest.raises(ValueError, match="quaternion"):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.ops import mesh_collide, mesh_distance, triangle_distance, triangle_intersect
-from contactnet.ops.reference.mesh_cases import random_poses, random_soup
+from tests.ops.mesh_cases import random_poses, random_soup
 from contactnet.ops.reference.mesh_contacts import world_triangles
 
 DTYPES = [torch.float32, torch.float64]
@@ -181,7 +181,7 @@ def test_obb_pruning_near_contact(dtype, gap):
     the ops' frame (A's) and the world frame of the brute force; so collision is checked against
     mesh_distance, computed in the same frame by other bounds: distance 0 => collide."""
     from contactnet.ops import blem_contacts
-    from contactnet.ops.reference.mesh_cases import near_contact_poses
+    from tests.ops.mesh_cases import near_contact_poses
 
     lib = _soup_library(dtype)
     lib64 = _soup_library(torch.float64)

@@ -8,6 +8,7 @@ import torch
 
 from contactnet.ops import ipc
 from contactnet.sim import Scene, StepNotConverged, Stepper, box_mesh
+from contactnet.sim.reference import affine_jacobian, body_gradient_hessian
 from tests.sim.penetration_oracle import PenetrationOracle, run_checked
 
 CUBE = box_mesh((0.05, 0.05, 0.05), name="cube")
@@ -100,7 +101,7 @@ def test_contact_gradient_and_hessian_chain_rule_match_the_ops():
     is_fv = torch.arange(st.shape[0]) < c.face_vertex.shape[0]
     gy, hy, body = sim._chain_rule(st, lg, lh, is_fv)
     E, B = sim.num_envs, sim.max_bodies
-    ref = ipc.body_gradient_hessian(lg, lh, st, sim.vertex_body, ipc.affine_jacobian(sim.rest), E * B)
+    ref = body_gradient_hessian(lg, lh, st, sim.vertex_body, affine_jacobian(sim.rest), E * B)
     g = torch.zeros(E * B, 12, dtype=torch.float64).index_add(0, body.reshape(-1), gy.reshape(-1, 12))
     torch.testing.assert_close(sim._to_q_order(g, 1), ref.gradient)
     # body-pair blocks of this environment's rows and columns, as _gradient_hessian accumulates them

@@ -1,0 +1,188 @@
+"""IPC collision candidates of a packed mesh: its edges, the stencils of candidate pairs, and the
+broad phases (csrc/ipc/ipc_broad_phase.h): a uniform grid for variable-size lists, a
+sort-and-sweep for fixed-capacity (`*_padded`) lists that never read back to the host."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from contactnet._extension import load_extension
+from contactnet.ops._checks import (
+    as_index_tensor,
+    as_mask_tensor,
+    check_float_tensor,
+    check_index_values,
+    check_int,
+    check_positive,
+    check_same_batch,
+    ipc_mesh_args,
+    values_checked_here,
+)
+
+load_extension()
+
+_ops = torch.ops.contactnet
+
+
+class Candidates(NamedTuple):
+    """Collision candidates of one packed mesh."""
+
+    face_vertex: torch.Tensor  # (Nfv, 2) int64: vertex, face
+    edge_edge: torch.Tensor  # (Nee, 2) int64: edge_a < edge_b
+
+    @property
+    def count(self) -> int:
+        return self.face_vertex.shape[0] + self.edge_edge.shape[0]
+
+
+class PaddedCandidates(NamedTuple):
+    """Fixed-capacity candidates: `candidates` has `capacity` rows of each kind, the rows past the
+    pairs found are -1 (padding: every op here gives them no contribution, or no impact for CCD).
+    counts: (2,) int64 face–vertex and edge–edge pairs found; more than `capacity` means some were
+    dropped (see `overflow`)."""
+
+    candidates: Candidates
+    counts: torch.Tensor
+
+    @property
+    def overflow(self) -> torch.Tensor:
+        """0-dim bool tensor: some pairs did not fit (read it outside any captured region)."""
+        return (self.counts > self.candidates.face_vertex.shape[0]).any()
+
+
+# ---- meshes ------------------------------------------------------------------------------------
+
+
+def mesh_edges(faces: torch.Tensor) -> torch.Tensor:
+    """Unique undirected edges (E, 2) int64 of a triangle mesh, each as (smaller id, larger id),
+    sorted lexicographically. faces: (F, 3) integer tensor (cast to int64)."""
+    faces = as_index_tensor(faces, "faces", (None, 3))
+    if values_checked_here(faces, checked_in_cpp_on_cpu=False):
+        check_index_values(faces, "faces", None)
+    e = torch.cat([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]], dim=0)
+    e = torch.sort(e, dim=1).values
+    return torch.unique(e, dim=0).contiguous()
+
+
+def candidate_stencils(faces: torch.Tensor, edges: torch.Tensor, candidates: Candidates) -> torch.Tensor:
+    """(N, 4) int64 vertex ids of each candidate's stencil: (p, t0, t1, t2) for face–vertex,
+    (ea0, ea1, eb0, eb1) for edge–edge; face–vertex candidates first."""
+    fv, ee = candidates
+    a = torch.cat([fv[:, :1], faces[fv[:, 1]]], dim=1)
+    b = torch.cat([edges[ee[:, 0]], edges[ee[:, 1]]], dim=1)
+    return torch.cat([a, b], dim=0)
+
+
+# ---- variable-size lists (uniform grid) --------------------------------------------------------
+
+
+def collision_candidates(vertices, faces, edges, dhat: float, vertex_body=None) -> Candidates:
+    """All face–vertex and edge–edge pairs closer than dhat (squared distance < dhat²).
+
+    vertices: (V, 3) float, metres; faces: (F, 3) int64; edges: (E, 2) int64 (see mesh_edges);
+    vertex_body: optional (V,) int64 body / mesh id per vertex: pairs within one body are skipped
+    (rigid bodies do not self-collide); without it, every pair of the packed mesh is considered.
+    Index tensors of another integer dtype or layout are accepted (converted once, see
+    contactnet.ops._checks). Pairs sharing a vertex are always skipped. A primitive belongs to its
+    first vertex's body.
+
+    Broad phase: primitive boxes grown by dhat/2 on a uniform grid (cell ≈ the mean face / edge
+    box size, so flat sheets cost no more than compact meshes), then the exact squared distance
+    (same code as the potential) filters the pairs.
+    Face–vertex pairs are listed as (vertex, face), edge–edge pairs as (edge_a < edge_b).
+    """
+    faces, edges, vertex_body = ipc_mesh_args(vertices, faces, edges, vertex_body)
+    dhat = check_positive(dhat, "dhat")
+    return Candidates(*_ops.ipc_collision_candidates(vertices, faces, edges, vertex_body, dhat))
+
+
+def _swept_args(vertices_t0, vertices_t1, faces, edges, vertex_body, min_distance):
+    faces, edges, vertex_body = ipc_mesh_args(vertices_t0, faces, edges, vertex_body, "vertices_t0")
+    check_float_tensor(vertices_t1, "vertices_t1", (None, 3))
+    check_same_batch({"vertices_t0": vertices_t0, "vertices_t1": vertices_t1})
+    return faces, edges, vertex_body, check_positive(min_distance, "min_distance", allow_zero=True)
+
+
+def swept_candidates(vertices_t0, vertices_t1, faces, edges, min_distance: float = 0.0, vertex_body=None) -> Candidates:
+    """Face–vertex and edge–edge pairs whose boxes around both positions (grown by
+    min_distance/2) overlap: the CCD broad phase for linear trajectories."""
+    faces, edges, vertex_body, min_distance = _swept_args(vertices_t0, vertices_t1, faces, edges, vertex_body,
+                                                          min_distance)
+    return Candidates(
+        *_ops.ipc_swept_candidates(vertices_t0, vertices_t1, faces, edges, vertex_body, min_distance)
+    )
+
+
+# ---- fixed-capacity lists (sort-and-sweep) -----------------------------------------------------
+
+
+def _active_args(vertices, faces, edges, vertex_active, face_active, edge_active):
+    return (as_mask_tensor(vertex_active, "vertex_active", vertices.shape[0], vertices),
+            as_mask_tensor(face_active, "face_active", faces.shape[0], vertices),
+            as_mask_tensor(edge_active, "edge_active", edges.shape[0], vertices))
+
+
+def collision_candidates_padded(vertices, faces, edges, dhat: float, capacity: int, vertex_body=None,
+                                vertex_active=None, face_active=None, edge_active=None) -> PaddedCandidates:
+    """`collision_candidates` with a fixed number of rows and no host sync (CUDA-graph capturable):
+    `capacity` rows of face–vertex and `capacity` rows of edge–edge pairs, -1 past the pairs found
+    (in sweep order, not sorted), and the (2,) counts found, which exceed `capacity` when pairs
+    were dropped (`PaddedCandidates.overflow`). vertex_active (V,), face_active (F,), edge_active
+    (E,): optional bool masks; an inactive primitive takes part in no pair (cheaper than
+    compacting the mesh, which needs data-dependent shapes)."""
+    faces, edges, vertex_body = ipc_mesh_args(vertices, faces, edges, vertex_body)
+    dhat = check_positive(dhat, "dhat")
+    capacity = check_int(capacity, "capacity", 0)
+    active = _active_args(vertices, faces, edges, vertex_active, face_active, edge_active)
+    fv, ee, counts = _ops.ipc_collision_candidates_padded(vertices, faces, edges, vertex_body, dhat, capacity,
+                                                          *active)
+    return PaddedCandidates(Candidates(fv, ee), counts)
+
+
+def swept_candidates_padded(vertices_t0, vertices_t1, faces, edges, capacity: int, min_distance: float = 0.0,
+                            vertex_body=None, vertex_active=None, face_active=None,
+                            edge_active=None) -> PaddedCandidates:
+    """`swept_candidates` with a fixed number of rows (see `collision_candidates_padded`)."""
+    faces, edges, vertex_body, min_distance = _swept_args(vertices_t0, vertices_t1, faces, edges, vertex_body,
+                                                          min_distance)
+    capacity = check_int(capacity, "capacity", 0)
+    active = _active_args(vertices_t0, faces, edges, vertex_active, face_active, edge_active)
+    fv, ee, counts = _ops.ipc_swept_candidates_padded(vertices_t0, vertices_t1, faces, edges, vertex_body,
+                                                      min_distance, capacity, *active)
+    return PaddedCandidates(Candidates(fv, ee), counts)
+
+
+# ---- fake (meta) implementations ---------------------------------------------------------------
+
+
+def _dynamic_pairs(like):
+    ctx = torch.library.get_ctx()
+    return like.new_empty((ctx.new_dynamic_size(), 2), dtype=torch.int64)
+
+
+@torch.library.register_fake("contactnet::ipc_collision_candidates")
+def _(vertices, faces, edges, vertex_body, dhat):
+    return _dynamic_pairs(faces), _dynamic_pairs(faces)
+
+
+@torch.library.register_fake("contactnet::ipc_swept_candidates")
+def _(vertices_t0, vertices_t1, faces, edges, vertex_body, min_distance):
+    return _dynamic_pairs(faces), _dynamic_pairs(faces)
+
+
+def _padded_pairs(faces, capacity):
+    return (faces.new_empty((capacity, 2), dtype=torch.int64), faces.new_empty((capacity, 2), dtype=torch.int64),
+            faces.new_empty((2,), dtype=torch.int64))
+
+
+@torch.library.register_fake("contactnet::ipc_collision_candidates_padded")
+def _(vertices, faces, edges, vertex_body, dhat, capacity, vertex_active=None, face_active=None, edge_active=None):
+    return _padded_pairs(faces, capacity)
+
+
+@torch.library.register_fake("contactnet::ipc_swept_candidates_padded")
+def _(vertices_t0, vertices_t1, faces, edges, vertex_body, min_distance, capacity, vertex_active=None,
+      face_active=None, edge_active=None):
+    return _padded_pairs(faces, capacity)

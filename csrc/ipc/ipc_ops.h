@@ -1,0 +1,200 @@
+// The IPC ops as one list, for both devices: every op's name, schema and implementation, the
+// implementation parameterised by a device's launchers. ipc_cpu.cpp defines the schemas from this
+// list and registers it for the CPU, ipc_cuda.cu registers the same list for CUDA, so the two
+// devices cannot register different op sets. (ipc_assemble_hessian, a CPU-only helper, is
+// defined and registered in ipc_cpu.cpp alone; see ipc.h.)
+//
+// Launchers L: a struct of static launchers, one per cost class of per-index work:
+//   L::cheap    distances, barrier, potential values and gradients, friction values and gradients
+//   L::heavy    friction Hessians, CCD (~10 µs per candidate)
+//   L::hessian  projected barrier Hessians (a host launcher may share features, see ipc.h)
+//   L::grid     the uniform-grid broad phase (a host launcher may collect pairs in one pass)
+//   L::sweep    the sort-and-sweep broad phase
+#pragma once
+
+#include <optional>
+#include <tuple>
+
+#include <ATen/core/Tensor.h>
+
+#include "ipc/ipc.h"
+#include "ipc/ipc_candidates.h"
+
+namespace contactnet {
+
+template <typename L>
+struct IpcOps {
+  using Tensor = at::Tensor;
+  using OptTensor = std::optional<at::Tensor>;
+
+  template <int Order>
+  static Tensor point_point(const Tensor& p, const Tensor& q) {
+    return ipc_distance_impl(kIpcPointPoint, Order, {p, q}, nullptr, L::cheap);
+  }
+  template <int Order>
+  static Tensor point_edge(const Tensor& p, const Tensor& e0, const Tensor& e1) {
+    return ipc_distance_impl(kIpcPointEdge, Order, {p, e0, e1}, nullptr, L::cheap);
+  }
+  template <int Order>
+  static Tensor point_triangle(const Tensor& p, const Tensor& t0, const Tensor& t1,
+                               const Tensor& t2) {
+    return ipc_distance_impl(kIpcPointTriangle, Order, {p, t0, t1, t2}, nullptr, L::cheap);
+  }
+  template <int Order>
+  static Tensor edge_edge(const Tensor& a0, const Tensor& a1, const Tensor& b0, const Tensor& b1) {
+    return ipc_distance_impl(kIpcEdgeEdge, Order, {a0, a1, b0, b1}, nullptr, L::cheap);
+  }
+  template <int Order>
+  static Tensor mollifier(const Tensor& a0, const Tensor& a1, const Tensor& b0, const Tensor& b1,
+                          const Tensor& eps_x) {
+    return ipc_distance_impl(kIpcMollifier, Order, {a0, a1, b0, b1}, &eps_x, L::cheap);
+  }
+
+  static std::tuple<Tensor, Tensor, Tensor> barrier(const Tensor& d2, double dhat) {
+    return ipc_barrier_impl(d2, dhat, L::cheap);
+  }
+
+  static std::tuple<Tensor, Tensor> collision_candidates(const Tensor& vertices,
+                                                         const Tensor& faces, const Tensor& edges,
+                                                         const OptTensor& vertex_body,
+                                                         double dhat) {
+    return ipc_collision_candidates_impl(vertices, faces, edges, vertex_body, dhat, L::grid);
+  }
+  static std::tuple<Tensor, Tensor> swept_candidates(const Tensor& v0, const Tensor& v1,
+                                                     const Tensor& faces, const Tensor& edges,
+                                                     const OptTensor& vertex_body,
+                                                     double min_distance) {
+    return ipc_swept_candidates_impl(v0, v1, faces, edges, vertex_body, min_distance, L::grid);
+  }
+  static std::tuple<Tensor, Tensor, Tensor> collision_candidates_padded(
+      const Tensor& vertices, const Tensor& faces, const Tensor& edges,
+      const OptTensor& vertex_body, double dhat, int64_t capacity,
+      const OptTensor& vertex_active, const OptTensor& face_active,
+      const OptTensor& edge_active) {
+    return ipc_collision_candidates_padded_impl(vertices, faces, edges, vertex_body, dhat,
+                                                capacity, vertex_active, face_active, edge_active,
+                                                L::sweep);
+  }
+  static std::tuple<Tensor, Tensor, Tensor> swept_candidates_padded(
+      const Tensor& v0, const Tensor& v1, const Tensor& faces, const Tensor& edges,
+      const OptTensor& vertex_body, double min_distance, int64_t capacity,
+      const OptTensor& vertex_active, const OptTensor& face_active,
+      const OptTensor& edge_active) {
+    return ipc_swept_candidates_padded_impl(v0, v1, faces, edges, vertex_body, min_distance,
+                                            capacity, vertex_active, face_active, edge_active,
+                                            L::sweep);
+  }
+
+  // Order 0: energy, 1: gradient (the cheap launcher computes both in one pass).
+  template <int Order>
+  static Tensor barrier_potential(const Tensor& vertices, const Tensor& rest, const Tensor& faces,
+                                  const Tensor& edges, const Tensor& fv, const Tensor& ee,
+                                  double dhat, double kappa) {
+    auto out = ipc_barrier_potential_impl(vertices, rest, faces, edges, fv, ee, dhat, kappa,
+                                          Order, false, L::cheap);
+    return Order == 0 ? std::get<0>(out) : std::get<1>(out);
+  }
+  static Tensor barrier_potential_hessian(const Tensor& vertices, const Tensor& rest,
+                                          const Tensor& faces, const Tensor& edges,
+                                          const Tensor& fv, const Tensor& ee, double dhat,
+                                          double kappa, bool project_to_psd) {
+    return std::get<2>(ipc_barrier_potential_impl(vertices, rest, faces, edges, fv, ee, dhat,
+                                                  kappa, 2, project_to_psd, L::hessian));
+  }
+
+  template <int Order>
+  static Tensor friction_potential(const Tensor& velocities, const Tensor& lagged,
+                                   const Tensor& rest, const Tensor& faces, const Tensor& edges,
+                                   const Tensor& fv, const Tensor& ee, double dhat, double kappa,
+                                   double mu, double eps_v) {
+    if constexpr (Order == 2)
+      return ipc_friction_impl(velocities, lagged, rest, faces, edges, fv, ee, dhat, kappa, mu,
+                               eps_v, Order, L::heavy);
+    else
+      return ipc_friction_impl(velocities, lagged, rest, faces, edges, fv, ee, dhat, kappa, mu,
+                               eps_v, Order, L::cheap);
+  }
+
+  static Tensor ccd(const Tensor& v0, const Tensor& v1, const Tensor& faces, const Tensor& edges,
+                    const Tensor& fv, const Tensor& ee, double min_distance, double tmax,
+                    double conservative_rescaling, int64_t max_iterations) {
+    return ipc_ccd_impl(v0, v1, faces, edges, fv, ee, min_distance, tmax, conservative_rescaling,
+                        max_iterations, L::heavy);
+  }
+};
+
+// Calls visit(name, schema, implementation) for every IPC op, `schema` being the arguments and
+// returns that follow the name.
+template <typename L, typename Visit>
+void for_each_ipc_op(Visit&& visit) {
+  using Ops = IpcOps<L>;
+  const char* pp = "(Tensor p, Tensor q) -> Tensor";
+  const char* pe = "(Tensor p, Tensor e0, Tensor e1) -> Tensor";
+  const char* pt = "(Tensor p, Tensor t0, Tensor t1, Tensor t2) -> Tensor";
+  const char* ee = "(Tensor ea0, Tensor ea1, Tensor eb0, Tensor eb1) -> Tensor";
+  const char* moll = "(Tensor ea0, Tensor ea1, Tensor eb0, Tensor eb1, Tensor eps_x) -> Tensor";
+  visit("ipc_point_point_distance", pp, &Ops::template point_point<0>);
+  visit("ipc_point_point_distance_gradient", pp, &Ops::template point_point<1>);
+  visit("ipc_point_point_distance_hessian", pp, &Ops::template point_point<2>);
+  visit("ipc_point_edge_distance", pe, &Ops::template point_edge<0>);
+  visit("ipc_point_edge_distance_gradient", pe, &Ops::template point_edge<1>);
+  visit("ipc_point_edge_distance_hessian", pe, &Ops::template point_edge<2>);
+  visit("ipc_point_triangle_distance", pt, &Ops::template point_triangle<0>);
+  visit("ipc_point_triangle_distance_gradient", pt, &Ops::template point_triangle<1>);
+  visit("ipc_point_triangle_distance_hessian", pt, &Ops::template point_triangle<2>);
+  visit("ipc_edge_edge_distance", ee, &Ops::template edge_edge<0>);
+  visit("ipc_edge_edge_distance_gradient", ee, &Ops::template edge_edge<1>);
+  visit("ipc_edge_edge_distance_hessian", ee, &Ops::template edge_edge<2>);
+  visit("ipc_edge_edge_mollifier", moll, &Ops::template mollifier<0>);
+  visit("ipc_edge_edge_mollifier_gradient", moll, &Ops::template mollifier<1>);
+  visit("ipc_edge_edge_mollifier_hessian", moll, &Ops::template mollifier<2>);
+
+  visit("ipc_barrier", "(Tensor d2, float dhat) -> (Tensor value, Tensor first, Tensor second)",
+        &Ops::barrier);
+
+  visit("ipc_collision_candidates",
+        "(Tensor vertices, Tensor faces, Tensor edges, Tensor? vertex_body, float dhat) -> "
+        "(Tensor fv, Tensor ee)",
+        &Ops::collision_candidates);
+  visit("ipc_swept_candidates",
+        "(Tensor vertices_t0, Tensor vertices_t1, Tensor faces, Tensor edges, "
+        "Tensor? vertex_body, float min_distance) -> (Tensor fv, Tensor ee)",
+        &Ops::swept_candidates);
+  visit("ipc_collision_candidates_padded",
+        "(Tensor vertices, Tensor faces, Tensor edges, Tensor? vertex_body, float dhat, "
+        "int capacity, Tensor? vertex_active=None, Tensor? face_active=None, "
+        "Tensor? edge_active=None) -> (Tensor fv, Tensor ee, Tensor counts)",
+        &Ops::collision_candidates_padded);
+  visit("ipc_swept_candidates_padded",
+        "(Tensor vertices_t0, Tensor vertices_t1, Tensor faces, Tensor edges, "
+        "Tensor? vertex_body, float min_distance, int capacity, Tensor? vertex_active=None, "
+        "Tensor? face_active=None, Tensor? edge_active=None) -> (Tensor fv, Tensor ee, "
+        "Tensor counts)",
+        &Ops::swept_candidates_padded);
+
+  const char* potential =
+      "(Tensor vertices, Tensor rest_vertices, Tensor faces, Tensor edges, Tensor fv, Tensor ee, "
+      "float dhat, float kappa) -> Tensor";
+  visit("ipc_barrier_potential", potential, &Ops::template barrier_potential<0>);
+  visit("ipc_barrier_potential_gradient", potential, &Ops::template barrier_potential<1>);
+  visit("ipc_barrier_potential_hessian",
+        "(Tensor vertices, Tensor rest_vertices, Tensor faces, Tensor edges, Tensor fv, "
+        "Tensor ee, float dhat, float kappa, bool project_to_psd) -> Tensor",
+        &Ops::barrier_potential_hessian);
+
+  const char* friction =
+      "(Tensor velocities, Tensor lagged_vertices, Tensor rest_vertices, Tensor faces, "
+      "Tensor edges, Tensor fv, Tensor ee, float dhat, float kappa, float mu, float eps_v) -> "
+      "Tensor";
+  visit("ipc_friction_potential", friction, &Ops::template friction_potential<0>);
+  visit("ipc_friction_potential_gradient", friction, &Ops::template friction_potential<1>);
+  visit("ipc_friction_potential_hessian", friction, &Ops::template friction_potential<2>);
+
+  visit("ipc_ccd",
+        "(Tensor vertices_t0, Tensor vertices_t1, Tensor faces, Tensor edges, Tensor fv, "
+        "Tensor ee, float min_distance, float tmax, float conservative_rescaling, "
+        "int max_iterations) -> Tensor",
+        &Ops::ccd);
+}
+
+}  // namespace contactnet
