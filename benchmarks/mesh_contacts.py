@@ -31,6 +31,7 @@ the kernel hands out the pages of its output.
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 import torch

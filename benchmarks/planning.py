@@ -36,6 +36,7 @@ the CPU); their rows say how many were timed and report the rate extrapolated to
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -43,7 +44,7 @@ import torch
 from benchmarks.common import add_device_option, best_time, cuda_only, print_table, write_json
 from contactnet.data.pairs import PairSpec, sample_pairs
 from contactnet.data.procedural import FAMILIES, make_object
-from contactnet.geometry import Mesh, MeshLibrary
+from contactnet.geometry import MeshLibrary
 from contactnet.geometry.poses import pose_to_matrix
 from contactnet.models import LOCC, GlobalOCN, ShapeEncoder
 from contactnet.ops import mesh_distance
@@ -151,7 +152,7 @@ def sphere_verdicts(robot, spheres, q, obstacles, inflate: float) -> np.ndarray:
     """(C,) bool: any link sphere (grown by `inflate`) touches an obstacle mesh (python-fcl)."""
     import fcl
 
-    from contactnet.geometry.poses import pose_to_matrix, transform_points
+    from contactnet.geometry.poses import transform_points
 
     poses = robot.body_poses(q).double()  # (C, L, 7)
     out = np.zeros(len(q), dtype=bool)

@@ -105,7 +105,7 @@ def swept_check(robot_checker: RobotChecker, q: torch.Tensor, env_idx=None, clea
     checker includes it, self-collision. clearance (metres, > 0): pairs that come closer are
     reported colliding. Uses the exact kernels whatever the checker's backend. A pair still open
     after max_steps is reported colliding (conservative)."""
-    robot, checker = robot_checker.robot, robot_checker.checker
+    robot = robot_checker.robot
     robot.check_q(q)
     if q.dim() != 3 or q.shape[1] < 2:
         raise ValueError(f"q: expected shape (batch, horizon >= 2, {robot.dof}), got {tuple(q.shape)}")

@@ -452,7 +452,7 @@ class Stepper:
     def _check_initial_state(self) -> None:
         if not bool(torch.isfinite(self.q).all()):
             raise ValueError("scenes: initial state contains NaN or Inf")
-        E, B = self.num_envs, self.max_bodies
+        B = self.max_bodies
         ia, ib = torch.triu_indices(B, B, 1, device=self.device)
         kind = self.kind
         pair_ok = (kind[:, ia] != ABSENT) & (kind[:, ib] != ABSENT) & (

@@ -7,7 +7,6 @@ ECE and the accuracy per band of true signed distance, next to two trivial basel
 class; "bounding boxes overlap"); all of it also goes to `metrics.json`.
 """
 
-import json
 from pathlib import Path
 
 import hydra

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from contactnet.data.pairs import PairSpec, label_pairs, manipulate, sample_pairs, start_poses
-from contactnet.data.procedural import FAMILIES, make_object
+from contactnet.data.procedural import make_object
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.geometry.poses import compose_poses, quaternion_to_matrix
 from contactnet.geometry.boxes import boxes_overlap

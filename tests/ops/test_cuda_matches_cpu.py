@@ -13,7 +13,6 @@ from contactnet import ops
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.ops import blem_contacts, cluster_contacts, ipc, mesh_collide, mesh_distance
 from contactnet.ops.locc_crop import locc_crop
-from contactnet.ops.reference import ipc as ref
 from tests.ops import ipc_cases
 from tests.ops.mesh_cases import box_mesh, bumpy_sphere, random_poses, random_soup
 from tests.ops.primitive_cases import adversarial_batch, random_triangle_pairs

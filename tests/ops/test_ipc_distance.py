@@ -1,7 +1,6 @@
 """IPC squared distances, their gradients and Hessians: reference closed forms (autograd), finite
 differences across feature boundaries, IPC Toolkit, opcheck, autograd, bad input."""
 
-import numpy as np
 import pytest
 import torch
 
