@@ -12,6 +12,7 @@ import math
 import torch
 
 from contactnet.geometry.poses import transform_points
+from contactnet.geometry.triangles import closest_points_on_triangles
 
 __all__ = [
     "blem_contacts_reference",
@@ -27,37 +28,6 @@ def world_triangles(mesh_vertices: torch.Tensor, faces: torch.Tensor, pose: torc
     """(F, 3, 3) float64 triangles of a mesh placed at pose (7,)."""
     v = transform_points(pose.double()[None], mesh_vertices.double())
     return v[faces]
-
-
-def _point_triangle(p, a, b, c):
-    """Closest point on triangle abc to p (Ericson §5.1.5), all (..., 3); returns the point."""
-    ab, ac, ap = b - a, c - a, p - a
-    d1, d2 = (ab * ap).sum(-1), (ac * ap).sum(-1)
-    bp = p - b
-    d3, d4 = (ab * bp).sum(-1), (ac * bp).sum(-1)
-    cp = p - c
-    d5, d6 = (ab * cp).sum(-1), (ac * cp).sum(-1)
-    vc = d1 * d4 - d3 * d2
-    vb = d5 * d2 - d1 * d6
-    va = d3 * d6 - d5 * d4
-    denom = va + vb + vc
-    safe = lambda x: torch.where(x == 0, torch.ones_like(x), x)  # noqa: E731
-    face = a + ab * (vb / safe(denom))[..., None] + ac * (vc / safe(denom))[..., None]
-    e_bc = b + (c - b) * ((d4 - d3) / safe((d4 - d3) + (d5 - d6)))[..., None]
-    e_ac = a + ac * (d2 / safe(d2 - d6))[..., None]
-    e_ab = a + ab * (d1 / safe(d1 - d3))[..., None]
-    out = face
-    conds = [
-        ((va <= 0) & (d4 - d3 >= 0) & (d5 - d6 >= 0), e_bc),
-        ((vb <= 0) & (d2 >= 0) & (d6 <= 0), e_ac),
-        ((d6 >= 0) & (d5 <= d6), c.expand_as(out)),
-        ((vc <= 0) & (d1 >= 0) & (d3 <= 0), e_ab),
-        ((d3 >= 0) & (d4 <= d3), b.expand_as(out)),
-        ((d1 <= 0) & (d2 <= 0), a.expand_as(out)),
-    ]
-    for cond, val in conds:  # later conditions take precedence, as in the sequential walk
-        out = torch.where(cond[..., None], val, out)
-    return out
 
 
 def _segment_segment(p1, q1, p2, q2):
@@ -105,10 +75,10 @@ def triangle_pairs_closest(A: torch.Tensor, B: torch.Tensor):
     cands_a, cands_b = [], []
     for i in range(3):
         cands_a.append(A[:, i])
-        cands_b.append(_point_triangle(A[:, i], B[:, 0], B[:, 1], B[:, 2]))
+        cands_b.append(closest_points_on_triangles(A[:, i], B[:, 0], B[:, 1], B[:, 2]))
     for j in range(3):
         cands_b.append(B[:, j])
-        cands_a.append(_point_triangle(B[:, j], A[:, 0], A[:, 1], A[:, 2]))
+        cands_a.append(closest_points_on_triangles(B[:, j], A[:, 0], A[:, 1], A[:, 2]))
     for i in range(3):
         for j in range(3):
             xa, xb = _segment_segment(A[:, i], A[:, (i + 1) % 3], B[:, j], B[:, (j + 1) % 3])
