@@ -19,6 +19,7 @@ from typing import NamedTuple
 import torch
 
 from contactnet.ops import ipc
+from contactnet.ops.body_derivatives import body_pair_derivatives
 from contactnet.sim.affine import orthogonality_energy
 from contactnet.sim.packed import PackedScene
 
@@ -98,24 +99,25 @@ def gradient_hessian(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag:
         stencils.append(hf.stencils)
         cands.append(fcand)
     if stencils:
-        gy, hy, body = chain_rule(scene, torch.cat(stencils), torch.cat(locals_g), torch.cat(locals_h),
-                                  torch.cat([torch.arange(k.count, device=q.device) < k.face_vertex.shape[0]
-                                             for k in cands]))
+        st = torch.cat(stencils)
+        is_fv = torch.cat([torch.arange(k.count, device=q.device) < k.face_vertex.shape[0] for k in cands])
+        pair = body_pair_derivatives(torch.cat(locals_g), torch.cat(locals_h), st, is_fv, scene.rest)
+        body = scene.vertex_body[st[:, [0, 3]]]  # (N, 2) flat ids of each candidate's two bodies
         g_pair = torch.zeros(E * B, 12, dtype=q.dtype, device=q.device).index_add_(
-            0, body.reshape(-1), gy.reshape(-1, 12))
-        grad = grad + scene.to_q_order(g_pair, 1).reshape(E, B, 12)
-        # Sum whole 144-entry body-pair blocks into (E, B_s, B_t, α, i, j, β): one index per
-        # block (env·B² + b_s·B + b_t = body_s·B + b_t) rather than one per entry; reorder once.
+            0, body.reshape(-1), pair.gradient.reshape(-1, 12))
+        grad = grad + g_pair.reshape(E, B, 12)
+        # Sum whole 144-entry body-pair blocks into (E, B_s, B_t, k, l): one index per block
+        # (env·B² + b_s·B + b_t = body_s·B + b_t) rather than one per entry; reorder once.
         key = body[:, :, None] * B + (body % B)[:, None, :]  # (N, s, t)
-        blocks = hy.permute(0, 1, 5, 2, 3, 4, 6).reshape(-1, 144)  # [(n, s, t), (α, i, j, β)]
-        G = torch.zeros(E * B * B, 144, dtype=q.dtype, device=q.device).index_add_(0, key.reshape(-1), blocks)
-        G = G.reshape(E, B, B, 4, 3, 3, 4).permute(0, 1, 4, 3, 2, 5, 6).reshape(E, B, 12, B, 12)
-        H = H + scene.to_q_order(scene.to_q_order(G, 2), 4)
+        G = torch.zeros(E * B * B, 144, dtype=q.dtype, device=q.device).index_add_(
+            0, key.reshape(-1), pair.hessian.reshape(-1, 144))
+        H = H + G.reshape(E, B, B, 12, 12).permute(0, 1, 3, 2, 4).reshape(E, B, 12, B, 12)
     return grad.reshape(E, n), H.reshape(E, n, n)
 
 
 def chain_rule(scene: PackedScene, st, lg, lh, is_fv):
-    """Stencil derivatives → the two bodies of each pair (ZeMa eq. 7–8): ∇ỹ = J̃ᵀ ∇x̃ and
+    """The torch form of `body_pair_derivatives` (the fused op `gradient_hessian` uses), kept as
+    the tests' reference. Stencil derivatives → the two bodies of each pair (ZeMa eq. 7–8): ∇ỹ = J̃ᵀ ∇x̃ and
     ∇²ỹ = J̃ᵀ ∇²x̃ J̃, J̃ the stencil vertices' affine Jacobians.
 
     st (N, 4) stencils, lg (N, 12) and lh (N, 12, 12) their local gradients and Hessians, is_fv (N,)
