@@ -12,6 +12,15 @@
 //   in q order: the body pair's 24×24 Hessian as its four 12×12 blocks [s, t] and its 24-vector
 //   gradient, without forming 12×24 Jacobians. Rows of -1 in stencils (fixed-capacity padding)
 //   give zeros. float32 or float64.
+//
+// ipc_body_pair_derivatives_sum(local_gradient, local_hessian, stencils, is_face_vertex,
+//                               rest_vertices, body_index (N, 2) int64, block_index (N, 2, 2)
+//                               int64, num_bodies, num_blocks)
+//   -> gradient (num_bodies, 12), hessian (num_blocks, 12, 12): the same per-candidate blocks summed
+//   where the caller's system wants them (gradient[n, s] into row body_index[n, s], hessian[n, s, t]
+//   into row block_index[n, s, t]; padding rows add nothing), without materialising N × 576
+//   values. The CPU adds candidates serially in order (deterministic, the order of index_add_);
+//   CUDA adds atomically.
 #pragma once
 
 #include <tuple>
@@ -19,6 +28,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 
 #include "common/checks.h"
 #include "common/macros.h"
@@ -35,8 +45,19 @@ struct BodyPairDerivativesFunctor {
   const int64_t* st;      // (N, 4)
   const bool* is_fv;      // (N,)
   const T* rest;          // (V, 3)
-  T* grad;                // (N, 2, 12)
-  T* hess;                // (N, 2, 2, 12, 12)
+  T* grad;                // (N, 2, 12), or (num_bodies, 12) when summing
+  T* hess;                // (N, 2, 2, 12, 12), or (num_blocks, 12, 12) when summing
+  const int64_t* body_index;   // (N, 2) gradient rows when summing, else null
+  const int64_t* block_index;  // (N, 2, 2) Hessian rows when summing, else null
+
+  // Summing: the CPU launch is serial, so a plain add; CUDA threads add concurrently.
+  static CN_HD void add(T* p, T v) {
+#if defined(__CUDA_ARCH__)
+    atomicAdd(p, v);
+#else
+    *p += v;
+#endif
+  }
 
   // q index of the DOF (coordinate i, x̄ component α): p_i, then the rows of A.
   static CN_HD int dof(int i, int a) { return a == 0 ? i : 3 + 3 * i + a - 1; }
@@ -44,10 +65,13 @@ struct BodyPairDerivativesFunctor {
   CN_HD void operator()(int64_t index) const {
     const int64_t n = index / 4;
     const int s = static_cast<int>(index / 2 % 2), t = static_cast<int>(index % 2);
-    T* out = hess + index * 144;
-    T* gout = grad + (2 * n + s) * 12;
+    const bool sum = block_index != nullptr;
+    T block[144], gblock[12];
+    T* out = sum ? block : hess + index * 144;
+    T* gout = sum ? gblock : grad + (2 * n + s) * 12;
     const int64_t* sv = st + 4 * n;
     if (sv[0] < 0) {  // padding
+      if (sum) return;
       for (int k = 0; k < 144; ++k) out[k] = T(0);
       if (t == 0)
         for (int k = 0; k < 12; ++k) gout[k] = T(0);
@@ -62,7 +86,11 @@ struct BodyPairDerivativesFunctor {
       for (int c = 0; c < 3; ++c) xbar[v][1 + c] = rest[3 * sv[v] + c];
     }
     const T* Hn = H + n * 144;
-    for (int i = 0; i < 3; ++i)
+    // Most candidates of a search lie beyond d̂ and have a zero Hessian: skip their products.
+    bool nonzero = false;
+    for (int r = 3 * s0; r < 3 * s1 && !nonzero; ++r)
+      for (int c = 3 * t0; c < 3 * t1; ++c) nonzero |= Hn[r * 12 + c] != T(0);
+    for (int i = 0; i < 3 && nonzero; ++i)
       for (int j = 0; j < 3; ++j) {
         // u[v][β] = Σ_{w∈t} H[v,i; w,j] x̄_w[β], then M[α][β] = Σ_{v∈s} x̄_v[α] u[v][β]
         T M[4][4] = {};
@@ -78,6 +106,12 @@ struct BodyPairDerivativesFunctor {
         for (int a = 0; a < 4; ++a)
           for (int b = 0; b < 4; ++b) out[dof(i, a) * 12 + dof(j, b)] = M[a][b];
       }
+    if (!nonzero && !sum)
+      for (int k = 0; k < 144; ++k) out[k] = T(0);
+    if (nonzero && sum) {
+      T* dst = hess + block_index[index] * 144;
+      for (int k = 0; k < 144; ++k) add(dst + k, block[k]);
+    }
     if (t == 0) {
       const T* gn = g + n * 12;
       for (int i = 0; i < 3; ++i)
@@ -86,14 +120,17 @@ struct BodyPairDerivativesFunctor {
           for (int v = s0; v < s1; ++v) acc += gn[3 * v + i] * xbar[v][a];
           gout[dof(i, a)] = acc;
         }
+      if (sum) {
+        T* dst = grad + body_index[2 * n + s] * 12;
+        for (int k = 0; k < 12; ++k) add(dst + k, gblock[k]);
+      }
     }
   }
 };
 
-template <typename Launch>
-std::tuple<at::Tensor, at::Tensor> ipc_body_pair_derivatives_impl(
-    const at::Tensor& local_gradient, const at::Tensor& local_hessian, const at::Tensor& stencils,
-    const at::Tensor& is_face_vertex, const at::Tensor& rest, const Launch& launch) {
+inline void check_body_pair_inputs(const at::Tensor& local_gradient, const at::Tensor& local_hessian,
+                                   const at::Tensor& stencils, const at::Tensor& is_face_vertex,
+                                   const at::Tensor& rest) {
   check_float_input(local_gradient, "local_gradient", {-1, 12});
   check_float_input(local_hessian, "local_hessian", {-1, 12, 12});
   check_float_input(rest, "rest_vertices", {-1, 3});
@@ -110,20 +147,62 @@ std::tuple<at::Tensor, at::Tensor> ipc_body_pair_derivatives_impl(
   check_same_batch(local_gradient, "local_gradient", local_hessian, "local_hessian");
   check_same_batch(local_gradient, "local_gradient", stencils, "stencils");
   check_same_batch(local_gradient, "local_gradient", is_face_vertex, "is_face_vertex");
-  const int64_t n = stencils.size(0);
-  if (n > 0 && can_read_values(stencils)) {
+  if (stencils.numel() > 0 && can_read_values(stencils)) {
     TORCH_CHECK(stencils.min().item<int64_t>() >= -1 &&
                     stencils.max().item<int64_t>() < rest.size(0),
                 "stencils: indices must lie in [0, ", rest.size(0), ") (or be -1 padding)");
   }
+}
+
+template <typename T>
+BodyPairDerivativesFunctor<T> body_pair_functor(const at::Tensor& local_gradient,
+                                                const at::Tensor& local_hessian,
+                                                const at::Tensor& stencils,
+                                                const at::Tensor& is_face_vertex,
+                                                const at::Tensor& rest, at::Tensor& grad,
+                                                at::Tensor& hess, const int64_t* body_index,
+                                                const int64_t* block_index) {
+  return {local_gradient.data_ptr<T>(), local_hessian.data_ptr<T>(), stencils.data_ptr<int64_t>(),
+          is_face_vertex.data_ptr<bool>(), rest.data_ptr<T>(), grad.data_ptr<T>(),
+          hess.data_ptr<T>(), body_index, block_index};
+}
+
+template <typename Launch>
+std::tuple<at::Tensor, at::Tensor> ipc_body_pair_derivatives_impl(
+    const at::Tensor& local_gradient, const at::Tensor& local_hessian, const at::Tensor& stencils,
+    const at::Tensor& is_face_vertex, const at::Tensor& rest, const Launch& launch) {
+  check_body_pair_inputs(local_gradient, local_hessian, stencils, is_face_vertex, rest);
+  const int64_t n = stencils.size(0);
   at::Tensor grad = at::empty({n, 2, 12}, rest.options());
   at::Tensor hess = at::empty({n, 2, 2, 12, 12}, rest.options());
   AT_DISPATCH_FLOATING_TYPES(rest.scalar_type(), "ipc_body_pair_derivatives", [&] {
     launch(rest, 4 * n,
-           BodyPairDerivativesFunctor<scalar_t>{
-               local_gradient.data_ptr<scalar_t>(), local_hessian.data_ptr<scalar_t>(),
-               stencils.data_ptr<int64_t>(), is_face_vertex.data_ptr<bool>(),
-               rest.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), hess.data_ptr<scalar_t>()});
+           body_pair_functor<scalar_t>(local_gradient, local_hessian, stencils, is_face_vertex,
+                                       rest, grad, hess, nullptr, nullptr));
+  });
+  return {grad, hess};
+}
+
+// `launch` must not run two indices of the CPU loop at once (they may add to one row).
+template <typename Launch>
+std::tuple<at::Tensor, at::Tensor> ipc_body_pair_derivatives_sum_impl(
+    const at::Tensor& local_gradient, const at::Tensor& local_hessian, const at::Tensor& stencils,
+    const at::Tensor& is_face_vertex, const at::Tensor& rest, const at::Tensor& body_index,
+    const at::Tensor& block_index, int64_t num_bodies, int64_t num_blocks, const Launch& launch) {
+  check_body_pair_inputs(local_gradient, local_hessian, stencils, is_face_vertex, rest);
+  TORCH_CHECK(num_bodies >= 0 && num_blocks >= 0, "num_bodies, num_blocks: expected >= 0");
+  check_index_input(body_index, "body_index", {stencils.size(0), 2}, num_bodies);
+  check_index_input(block_index, "block_index", {stencils.size(0), 2, 2}, num_blocks);
+  TORCH_CHECK(body_index.device() == rest.device() && block_index.device() == rest.device(),
+              "body_index and block_index must be on rest_vertices' device");
+  const int64_t n = stencils.size(0);
+  at::Tensor grad = at::zeros({num_bodies, 12}, rest.options());
+  at::Tensor hess = at::zeros({num_blocks, 12, 12}, rest.options());
+  AT_DISPATCH_FLOATING_TYPES(rest.scalar_type(), "ipc_body_pair_derivatives_sum", [&] {
+    launch(rest, 4 * n,
+           body_pair_functor<scalar_t>(local_gradient, local_hessian, stencils, is_face_vertex,
+                                       rest, grad, hess, body_index.data_ptr<int64_t>(),
+                                       block_index.data_ptr<int64_t>()));
   });
   return {grad, hess};
 }

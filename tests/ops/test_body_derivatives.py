@@ -1,4 +1,4 @@
-"""The fused body-pair chain rule (ipc_body_pair_derivatives) against the dense torch chain rule
+"""The fused body-pair chain rule (ipc_body_pair_derivatives, and its summing form) against the dense torch chain rule
 (ipc.body_gradient_hessian, float64 to 1e-12 relative), autograd and finite differences of the
 barrier energy in affine DOFs, padding, float32, bad input, opcheck."""
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from contactnet.ops import ipc
-from contactnet.ops.body_derivatives import body_pair_derivatives
+from contactnet.ops.body_derivatives import body_pair_derivatives, body_pair_derivatives_sum
 from contactnet.ops.reference import ipc as ref
 
 
@@ -147,3 +147,47 @@ def test_bad_input_raises_clear_errors(index, bad, err, match):
 
 def test_opcheck():
     torch.library.opcheck(torch.ops.contactnet.ipc_body_pair_derivatives, _args())
+
+
+def _sum_args(num_bodies=3, pad=2):
+    F, E, body, dhat, x0, q = _affine_scene()
+    V = _positions(q, x0, body)
+    cand = ipc.collision_candidates(V, F, E, dhat, vertex_body=body)
+    g, H, st, is_fv = _local(q, x0, body, F, E, dhat, cand, project=True)
+    torch.manual_seed(3)
+    n = st.shape[0] + pad
+    g = torch.cat([g, torch.randn(pad, 12, dtype=g.dtype)])
+    H = torch.cat([H, torch.randn(pad, 12, 12, dtype=H.dtype)])
+    st = torch.cat([st, torch.full((pad, 4), -1)])
+    is_fv = torch.cat([is_fv, torch.ones(pad, dtype=torch.bool)])
+    rows = torch.randint(0, num_bodies, (n, 2))  # arbitrary rows: repeated ones must add up
+    blocks = torch.randint(0, num_bodies ** 2, (n, 2, 2))
+    return g, H, st, is_fv, x0, rows, blocks, num_bodies, num_bodies ** 2
+
+
+def test_sum_equals_index_add_of_the_per_candidate_blocks_bitwise():
+    g, H, st, is_fv, x0, rows, blocks, nb, nk = _sum_args()
+    per = body_pair_derivatives(g, H, st, is_fv, x0)
+    ok = st[:, 0] >= 0  # padding rows add nothing
+    ref_g = torch.zeros(nb, 12, dtype=g.dtype).index_add_(0, rows[ok].reshape(-1), per.gradient[ok].reshape(-1, 12))
+    ref_h = torch.zeros(nk, 12, 12, dtype=g.dtype).index_add_(0, blocks[ok].reshape(-1),
+                                                               per.hessian[ok].reshape(-1, 12, 12))
+    out = body_pair_derivatives_sum(g, H, st, is_fv, x0, rows, blocks, nb, nk)
+    assert torch.equal(out.gradient, ref_g) and torch.equal(out.hessian, ref_h)
+    assert ref_h.abs().max() > 0
+
+
+def test_sum_bad_input_raises_clear_errors():
+    g, H, st, is_fv, x0, rows, blocks, nb, nk = _sum_args()
+    with pytest.raises(ValueError, match="block_index"):
+        body_pair_derivatives_sum(g, H, st, is_fv, x0, rows, blocks, nb, nk - 1)
+    with pytest.raises(ValueError, match="body_index"):
+        body_pair_derivatives_sum(g, H, st, is_fv, x0, rows[:-1], blocks, nb, nk)
+    with pytest.raises(TypeError, match="body_index"):
+        body_pair_derivatives_sum(g, H, st, is_fv, x0, rows.int(), blocks, nb, nk)
+    with pytest.raises(ValueError, match="num_bodies"):
+        body_pair_derivatives_sum(g, H, st, is_fv, x0, rows, blocks, -1, nk)
+
+
+def test_sum_opcheck():
+    torch.library.opcheck(torch.ops.contactnet.ipc_body_pair_derivatives_sum, _sum_args())
