@@ -112,8 +112,8 @@ def gradient_hessian(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag:
 
 
 def chain_rule(scene: PackedScene, st, lg, lh, is_fv):
-    """The torch form of `body_pair_derivatives` (summed by the fused op `gradient_hessian` uses), kept as
-    the tests' reference. Stencil derivatives → the two bodies of each pair (ZeMa eq. 7–8): ∇ỹ = J̃ᵀ ∇x̃ and
+    """Torch reference of the fused op `gradient_hessian` uses (`body_pair_derivatives_sum`), kept for
+    the tests. Stencil derivatives → the two bodies of each pair (ZeMa eq. 7–8): ∇ỹ = J̃ᵀ ∇x̃ and
     ∇²ỹ = J̃ᵀ ∇²x̃ J̃, J̃ the stencil vertices' affine Jacobians.
 
     st (N, 4) stencils, lg (N, 12) and lh (N, 12, 12) their local gradients and Hessians, is_fv (N,)
