@@ -19,6 +19,7 @@ from typing import NamedTuple
 import torch
 
 from contactnet.ops import ipc
+from contactnet.ops.body_derivatives import body_pair_derivatives_sum
 from contactnet.sim.affine import orthogonality_energy
 from contactnet.sim.packed import PackedScene
 
@@ -78,44 +79,41 @@ def gradient_hessian(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag:
     diag[..., 3:, 3:] += h2 * oh.reshape(E, B, 9, 9)
     idx = torch.arange(B, device=q.device)
     H[:, idx, :, idx, :] = diag.permute(1, 0, 2, 3)
-    locals_g, locals_h, stencils, cands = [], [], [], []
+    # Barrier and friction parts, each (local gradient, local Hessian, stencils, candidates).
+    parts = []
     if cand.count:
         hb = ipc.barrier_potential_hessian(x, scene.faces, scene.edges, cand, c.dhat, h2 * c.kappa,
                                            scene.rest, project_to_psd=True, assemble=False)
-        locals_g.append(ipc.barrier_potential_gradient(x, scene.faces, scene.edges, cand, c.dhat,
-                                                       h2 * c.kappa, scene.rest, per_candidate=True))
-        locals_h.append(hb.local)
-        stencils.append(hb.stencils)
-        cands.append(cand)
+        gb = ipc.barrier_potential_gradient(x, scene.faces, scene.edges, cand, c.dhat, h2 * c.kappa, scene.rest,
+                                            per_candidate=True)
+        parts.append((gb, hb.local, hb.stencils, cand))
     fcand, fmu = lag
     if fcand.count:
         u = x - x_t
         args = (u, x_t, scene.faces, scene.edges, fcand, c.dhat, c.kappa, 1.0, c.eps_v * c.dt, scene.rest)
         hf = ipc.friction_potential_hessian(*args, assemble=False)
         scale = (h2 * fmu)[:, None]
-        locals_g.append(scale * ipc.friction_potential_gradient(*args, per_candidate=True))
-        locals_h.append(scale[..., None] * hf.local)
-        stencils.append(hf.stencils)
-        cands.append(fcand)
-    if stencils:
-        gy, hy, body = chain_rule(scene, torch.cat(stencils), torch.cat(locals_g), torch.cat(locals_h),
-                                  torch.cat([torch.arange(k.count, device=q.device) < k.face_vertex.shape[0]
-                                             for k in cands]))
-        g_pair = torch.zeros(E * B, 12, dtype=q.dtype, device=q.device).index_add_(
-            0, body.reshape(-1), gy.reshape(-1, 12))
-        grad = grad + scene.to_q_order(g_pair, 1).reshape(E, B, 12)
-        # Sum whole 144-entry body-pair blocks into (E, B_s, B_t, α, i, j, β): one index per
-        # block (env·B² + b_s·B + b_t = body_s·B + b_t) rather than one per entry; reorder once.
+        gf = scale * ipc.friction_potential_gradient(*args, per_candidate=True)
+        parts.append((gf, scale[..., None] * hf.local, hf.stencils, fcand))
+    # Each part's candidates summed by the fused chain rule straight into body-pair blocks (no
+    # concatenated (N, 12, 12) copies): rows env·B² + b_s·B + b_t = body_s·B + b_t of
+    # (E, B_s, B_t, k, l), reordered once.
+    G = None
+    for lg, lh, st, k in parts:
+        is_fv = torch.arange(k.count, device=q.device) < k.face_vertex.shape[0]
+        body = scene.vertex_body[st[:, [0, 3]]]  # (N, 2) flat ids of each candidate's two bodies
         key = body[:, :, None] * B + (body % B)[:, None, :]  # (N, s, t)
-        blocks = hy.permute(0, 1, 5, 2, 3, 4, 6).reshape(-1, 144)  # [(n, s, t), (α, i, j, β)]
-        G = torch.zeros(E * B * B, 144, dtype=q.dtype, device=q.device).index_add_(0, key.reshape(-1), blocks)
-        G = G.reshape(E, B, B, 4, 3, 3, 4).permute(0, 1, 4, 3, 2, 5, 6).reshape(E, B, 12, B, 12)
-        H = H + scene.to_q_order(scene.to_q_order(G, 2), 4)
+        g_part, G_part = body_pair_derivatives_sum(lg, lh, st, is_fv, scene.rest, body, key, E * B, E * B * B)
+        grad = grad + g_part.reshape(E, B, 12)
+        G = G_part if G is None else G + G_part
+    if G is not None:
+        H = H + G.reshape(E, B, B, 12, 12).permute(0, 1, 3, 2, 4).reshape(E, B, 12, B, 12)
     return grad.reshape(E, n), H.reshape(E, n, n)
 
 
 def chain_rule(scene: PackedScene, st, lg, lh, is_fv):
-    """Stencil derivatives → the two bodies of each pair (ZeMa eq. 7–8): ∇ỹ = J̃ᵀ ∇x̃ and
+    """Torch reference of the fused op `gradient_hessian` uses (`body_pair_derivatives_sum`), kept for
+    the tests. Stencil derivatives → the two bodies of each pair (ZeMa eq. 7–8): ∇ỹ = J̃ᵀ ∇x̃ and
     ∇²ỹ = J̃ᵀ ∇²x̃ J̃, J̃ the stencil vertices' affine Jacobians.
 
     st (N, 4) stencils, lg (N, 12) and lh (N, 12, 12) their local gradients and Hessians, is_fv (N,)

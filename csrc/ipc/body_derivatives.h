@@ -1,0 +1,210 @@
+// Fused chain rule from contact stencils to the two affine bodies of each candidate (ZeMa eq. 7–8).
+//
+// ipc_body_pair_derivatives(local_gradient (N, 12), local_hessian (N, 12, 12),
+//                           stencils (N, 4) int64, is_face_vertex (N,) bool, rest_vertices (V, 3))
+//   -> gradient (N, 2, 12), hessian (N, 2, 2, 12, 12).
+//   Candidate n's stencil (p | t0 t1 t2) when is_face_vertex, else (ea0 ea1 | eb0 eb1), splits
+//   1 | 3 or 2 | 2 between its bodies s = 0, 1. Each body is affine, x = A x0 + p with
+//   q = (p, a1, a2, a3) (a_i the rows of A), so a vertex's Jacobian is ∂x_i/∂q_k = x̄_α for the
+//   DOF k = (i, α) (x̄ = (1, x0): α = 0 is p_i, α > 0 is A_{i,α-1}) and 0 otherwise. Hence
+//     gradient[n, s, k(i,α)]          = Σ_{v∈s} g[v,i] x̄_v[α]
+//     hessian[n, s, t, k(i,α), l(j,β)] = Σ_{v∈s, w∈t} H[v,i; w,j] x̄_v[α] x̄_w[β]
+//   in q order: the body pair's 24×24 Hessian as its four 12×12 blocks [s, t] and its 24-vector
+//   gradient, without forming 12×24 Jacobians. Rows of -1 in stencils (fixed-capacity padding)
+//   give zeros. float32 or float64.
+//
+// ipc_body_pair_derivatives_sum(local_gradient, local_hessian, stencils, is_face_vertex,
+//                               rest_vertices, body_index (N, 2) int64, block_index (N, 2, 2)
+//                               int64, num_bodies, num_blocks)
+//   -> gradient (num_bodies, 12), hessian (num_blocks, 12, 12): the same per-candidate blocks summed
+//   where the caller's system wants them (gradient[n, s] into row body_index[n, s], hessian[n, s, t]
+//   into row block_index[n, s, t]; padding rows add nothing), without materialising N × 576
+//   values. The CPU adds candidates serially in order (deterministic, the order of index_add_);
+//   CUDA adds atomically.
+#pragma once
+
+#include <tuple>
+
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+
+#include "common/checks.h"
+#include "common/macros.h"
+#include "ipc/ipc.h"
+
+namespace contactnet {
+
+// One index per (candidate n, body s, body t): the 12×12 block [s, t], and body s's gradient
+// when t == 0. Four independent indices per candidate keep a CUDA thread's state small.
+template <typename T>
+struct BodyPairDerivativesFunctor {
+  const T* g;             // (N, 12)
+  const T* H;             // (N, 12, 12)
+  const int64_t* st;      // (N, 4)
+  const bool* is_fv;      // (N,)
+  const T* rest;          // (V, 3)
+  T* grad;                // (N, 2, 12), or (num_bodies, 12) when summing
+  T* hess;                // (N, 2, 2, 12, 12), or (num_blocks, 12, 12) when summing
+  const int64_t* body_index;   // (N, 2) gradient rows when summing, else null
+  const int64_t* block_index;  // (N, 2, 2) Hessian rows when summing, else null
+
+  // Summing: the CPU launch is serial, so a plain add; CUDA threads add concurrently.
+  static CN_HD void add(T* p, T v) {
+#if defined(__CUDA_ARCH__)
+    atomicAdd(p, v);
+#else
+    *p += v;
+#endif
+  }
+
+  // q index of the DOF (coordinate i, x̄ component α): p_i, then the rows of A.
+  static CN_HD int dof(int i, int a) { return a == 0 ? i : 3 + 3 * i + a - 1; }
+
+  CN_HD void operator()(int64_t index) const {
+    const int64_t n = index / 4;
+    const int s = static_cast<int>(index / 2 % 2), t = static_cast<int>(index % 2);
+    const bool sum = block_index != nullptr;
+    T block[144], gblock[12];
+    T* out = sum ? block : hess + index * 144;
+    T* gout = sum ? gblock : grad + (2 * n + s) * 12;
+    const int64_t* sv = st + 4 * n;
+    if (sv[0] < 0) {  // padding
+      if (sum) return;
+      for (int k = 0; k < 144; ++k) out[k] = T(0);
+      if (t == 0)
+        for (int k = 0; k < 12; ++k) gout[k] = T(0);
+      return;
+    }
+    const int split = is_fv[n] ? 1 : 2;  // stencil vertices [0, split) are body 0's
+    const int s0 = s == 0 ? 0 : split, s1 = s == 0 ? split : 4;
+    const int t0 = t == 0 ? 0 : split, t1 = t == 0 ? split : 4;
+    T xbar[4][4];
+    for (int v = 0; v < 4; ++v) {
+      xbar[v][0] = T(1);
+      for (int c = 0; c < 3; ++c) xbar[v][1 + c] = rest[3 * sv[v] + c];
+    }
+    const T* Hn = H + n * 144;
+    // Most candidates of a search lie beyond d̂ and have a zero Hessian: skip their products.
+    bool nonzero = false;
+    for (int r = 3 * s0; r < 3 * s1 && !nonzero; ++r)
+      for (int c = 3 * t0; c < 3 * t1; ++c) nonzero |= Hn[r * 12 + c] != T(0);
+    for (int i = 0; i < 3 && nonzero; ++i)
+      for (int j = 0; j < 3; ++j) {
+        // u[v][β] = Σ_{w∈t} H[v,i; w,j] x̄_w[β], then M[α][β] = Σ_{v∈s} x̄_v[α] u[v][β]
+        T M[4][4] = {};
+        for (int v = s0; v < s1; ++v) {
+          T u[4] = {};
+          for (int w = t0; w < t1; ++w) {
+            const T h = Hn[(3 * v + i) * 12 + 3 * w + j];
+            for (int b = 0; b < 4; ++b) u[b] += h * xbar[w][b];
+          }
+          for (int a = 0; a < 4; ++a)
+            for (int b = 0; b < 4; ++b) M[a][b] += xbar[v][a] * u[b];
+        }
+        for (int a = 0; a < 4; ++a)
+          for (int b = 0; b < 4; ++b) out[dof(i, a) * 12 + dof(j, b)] = M[a][b];
+      }
+    if (!nonzero && !sum)
+      for (int k = 0; k < 144; ++k) out[k] = T(0);
+    if (nonzero && sum) {
+      T* dst = hess + block_index[index] * 144;
+      for (int k = 0; k < 144; ++k) add(dst + k, block[k]);
+    }
+    if (t == 0) {
+      const T* gn = g + n * 12;
+      for (int i = 0; i < 3; ++i)
+        for (int a = 0; a < 4; ++a) {
+          T acc = T(0);
+          for (int v = s0; v < s1; ++v) acc += gn[3 * v + i] * xbar[v][a];
+          gout[dof(i, a)] = acc;
+        }
+      if (sum) {
+        T* dst = grad + body_index[2 * n + s] * 12;
+        for (int k = 0; k < 12; ++k) add(dst + k, gblock[k]);
+      }
+    }
+  }
+};
+
+inline void check_body_pair_inputs(const at::Tensor& local_gradient, const at::Tensor& local_hessian,
+                                   const at::Tensor& stencils, const at::Tensor& is_face_vertex,
+                                   const at::Tensor& rest) {
+  check_float_input(local_gradient, "local_gradient", {-1, 12});
+  check_float_input(local_hessian, "local_hessian", {-1, 12, 12});
+  check_float_input(rest, "rest_vertices", {-1, 3});
+  check_input(stencils, "stencils", {-1, 4});
+  check_input(is_face_vertex, "is_face_vertex", {-1});
+  TORCH_CHECK(stencils.scalar_type() == at::kLong, "stencils: expected int64, got ",
+              stencils.scalar_type());
+  TORCH_CHECK(is_face_vertex.scalar_type() == at::kBool, "is_face_vertex: expected bool, got ",
+              is_face_vertex.scalar_type());
+  check_same_device_dtype(local_gradient, "local_gradient", local_hessian, "local_hessian");
+  check_same_device_dtype(local_gradient, "local_gradient", rest, "rest_vertices");
+  TORCH_CHECK(stencils.device() == rest.device() && is_face_vertex.device() == rest.device(),
+              "stencils and is_face_vertex must be on rest_vertices' device");
+  check_same_batch(local_gradient, "local_gradient", local_hessian, "local_hessian");
+  check_same_batch(local_gradient, "local_gradient", stencils, "stencils");
+  check_same_batch(local_gradient, "local_gradient", is_face_vertex, "is_face_vertex");
+  if (stencils.numel() > 0 && can_read_values(stencils)) {
+    TORCH_CHECK(stencils.min().item<int64_t>() >= -1 &&
+                    stencils.max().item<int64_t>() < rest.size(0),
+                "stencils: indices must lie in [0, ", rest.size(0), ") (or be -1 padding)");
+  }
+}
+
+template <typename T>
+BodyPairDerivativesFunctor<T> body_pair_functor(const at::Tensor& local_gradient,
+                                                const at::Tensor& local_hessian,
+                                                const at::Tensor& stencils,
+                                                const at::Tensor& is_face_vertex,
+                                                const at::Tensor& rest, at::Tensor& grad,
+                                                at::Tensor& hess, const int64_t* body_index,
+                                                const int64_t* block_index) {
+  return {local_gradient.data_ptr<T>(), local_hessian.data_ptr<T>(), stencils.data_ptr<int64_t>(),
+          is_face_vertex.data_ptr<bool>(), rest.data_ptr<T>(), grad.data_ptr<T>(),
+          hess.data_ptr<T>(), body_index, block_index};
+}
+
+template <typename Launch>
+std::tuple<at::Tensor, at::Tensor> ipc_body_pair_derivatives_impl(
+    const at::Tensor& local_gradient, const at::Tensor& local_hessian, const at::Tensor& stencils,
+    const at::Tensor& is_face_vertex, const at::Tensor& rest, const Launch& launch) {
+  check_body_pair_inputs(local_gradient, local_hessian, stencils, is_face_vertex, rest);
+  const int64_t n = stencils.size(0);
+  at::Tensor grad = at::empty({n, 2, 12}, rest.options());
+  at::Tensor hess = at::empty({n, 2, 2, 12, 12}, rest.options());
+  AT_DISPATCH_FLOATING_TYPES(rest.scalar_type(), "ipc_body_pair_derivatives", [&] {
+    launch(rest, 4 * n,
+           body_pair_functor<scalar_t>(local_gradient, local_hessian, stencils, is_face_vertex,
+                                       rest, grad, hess, nullptr, nullptr));
+  });
+  return {grad, hess};
+}
+
+// `launch` must not run two indices of the CPU loop at once (they may add to one row).
+template <typename Launch>
+std::tuple<at::Tensor, at::Tensor> ipc_body_pair_derivatives_sum_impl(
+    const at::Tensor& local_gradient, const at::Tensor& local_hessian, const at::Tensor& stencils,
+    const at::Tensor& is_face_vertex, const at::Tensor& rest, const at::Tensor& body_index,
+    const at::Tensor& block_index, int64_t num_bodies, int64_t num_blocks, const Launch& launch) {
+  check_body_pair_inputs(local_gradient, local_hessian, stencils, is_face_vertex, rest);
+  TORCH_CHECK(num_bodies >= 0 && num_blocks >= 0, "num_bodies, num_blocks: expected >= 0");
+  check_index_input(body_index, "body_index", {stencils.size(0), 2}, num_bodies);
+  check_index_input(block_index, "block_index", {stencils.size(0), 2, 2}, num_blocks);
+  TORCH_CHECK(body_index.device() == rest.device() && block_index.device() == rest.device(),
+              "body_index and block_index must be on rest_vertices' device");
+  const int64_t n = stencils.size(0);
+  at::Tensor grad = at::zeros({num_bodies, 12}, rest.options());
+  at::Tensor hess = at::zeros({num_blocks, 12, 12}, rest.options());
+  AT_DISPATCH_FLOATING_TYPES(rest.scalar_type(), "ipc_body_pair_derivatives_sum", [&] {
+    launch(rest, 4 * n,
+           body_pair_functor<scalar_t>(local_gradient, local_hessian, stencils, is_face_vertex,
+                                       rest, grad, hess, body_index.data_ptr<int64_t>(),
+                                       block_index.data_ptr<int64_t>()));
+  });
+  return {grad, hess};
+}
+
+}  // namespace contactnet
