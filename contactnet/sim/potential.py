@@ -19,7 +19,7 @@ from typing import NamedTuple
 import torch
 
 from contactnet.ops import ipc
-from contactnet.ops.body_derivatives import body_pair_derivatives_sum
+from contactnet.ops.ipc import body_pair_derivatives_sum
 from contactnet.sim.affine import orthogonality_energy
 from contactnet.sim.packed import PackedScene
 

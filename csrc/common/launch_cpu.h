@@ -27,4 +27,13 @@ struct CpuLauncher {
   }
 };
 
+// For functors whose indices add into shared rows: one index at a time, in order, so the sums
+// are deterministic (the order of `index_add_`).
+struct CpuSerialLauncher {
+  template <typename F>
+  void operator()(const at::Tensor& /*like*/, int64_t n, const F& f) const {
+    for (int64_t i = 0; i < n; ++i) f(i);
+  }
+};
+
 }  // namespace contactnet

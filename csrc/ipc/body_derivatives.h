@@ -147,10 +147,10 @@ inline void check_body_pair_inputs(const at::Tensor& local_gradient, const at::T
   check_same_batch(local_gradient, "local_gradient", local_hessian, "local_hessian");
   check_same_batch(local_gradient, "local_gradient", stencils, "stencils");
   check_same_batch(local_gradient, "local_gradient", is_face_vertex, "is_face_vertex");
-  if (stencils.numel() > 0 && can_read_values(stencils)) {
-    TORCH_CHECK(stencils.min().item<int64_t>() >= -1 &&
-                    stencils.max().item<int64_t>() < rest.size(0),
-                "stencils: indices must lie in [0, ", rest.size(0), ") (or be -1 padding)");
+  if (stencils.numel() > 0 && values_checked_in_cpp(stencils)) {
+    TORCH_CHECK_VALUE(stencils.min().item<int64_t>() >= -1 &&
+                          stencils.max().item<int64_t>() < rest.size(0),
+                      "stencils: indices must lie in [0, ", rest.size(0), ") (or be -1 padding)");
   }
 }
 

@@ -10,6 +10,9 @@
 //   L::hessian  projected barrier Hessians (a host launcher may share features, see ipc.h)
 //   L::grid     the uniform-grid broad phase (a host launcher may collect pairs in one pass)
 //   L::sweep    the sort-and-sweep broad phase
+//   L::block    one 12×12 body block per index (the fused body-pair chain rule)
+//   L::ordered  indices that add into shared rows: in order on the host (deterministic sums),
+//               atomic on a device
 #pragma once
 
 #include <optional>
@@ -17,6 +20,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "ipc/body_derivatives.h"
 #include "ipc/ipc.h"
 #include "ipc/ipc_candidates.h"
 
@@ -121,6 +125,23 @@ struct IpcOps {
     return ipc_ccd_impl(v0, v1, faces, edges, fv, ee, min_distance, tmax, conservative_rescaling,
                         max_iterations, L::heavy);
   }
+
+  static std::tuple<Tensor, Tensor> body_pair_derivatives(const Tensor& local_gradient,
+                                                          const Tensor& local_hessian,
+                                                          const Tensor& stencils,
+                                                          const Tensor& is_face_vertex,
+                                                          const Tensor& rest) {
+    return ipc_body_pair_derivatives_impl(local_gradient, local_hessian, stencils, is_face_vertex,
+                                          rest, L::block);
+  }
+  static std::tuple<Tensor, Tensor> body_pair_derivatives_sum(
+      const Tensor& local_gradient, const Tensor& local_hessian, const Tensor& stencils,
+      const Tensor& is_face_vertex, const Tensor& rest, const Tensor& body_index,
+      const Tensor& block_index, int64_t num_bodies, int64_t num_blocks) {
+    return ipc_body_pair_derivatives_sum_impl(local_gradient, local_hessian, stencils,
+                                              is_face_vertex, rest, body_index, block_index,
+                                              num_bodies, num_blocks, L::ordered);
+  }
 };
 
 // Calls visit(name, schema, implementation) for every IPC op, `schema` being the arguments and
@@ -195,6 +216,16 @@ void for_each_ipc_op(Visit&& visit) {
         "Tensor ee, float min_distance, float tmax, float conservative_rescaling, "
         "int max_iterations) -> Tensor",
         &Ops::ccd);
+
+  visit("ipc_body_pair_derivatives",
+        "(Tensor local_gradient, Tensor local_hessian, Tensor stencils, Tensor is_face_vertex, "
+        "Tensor rest_vertices) -> (Tensor gradient, Tensor hessian)",
+        &Ops::body_pair_derivatives);
+  visit("ipc_body_pair_derivatives_sum",
+        "(Tensor local_gradient, Tensor local_hessian, Tensor stencils, Tensor is_face_vertex, "
+        "Tensor rest_vertices, Tensor body_index, Tensor block_index, int num_bodies, "
+        "int num_blocks) -> (Tensor gradient, Tensor hessian)",
+        &Ops::body_pair_derivatives_sum);
 }
 
 }  // namespace contactnet

@@ -118,7 +118,7 @@ def test_contact_gradient_and_hessian_chain_rule_match_the_ops():
 def test_fused_body_pair_derivatives_equal_the_torch_chain_rule():
     """The op the potential uses (ipc_body_pair_derivatives) against potential.chain_rule, float64 to
     1e-12 relative, on two environments' stencils with random local derivatives."""
-    from contactnet.ops.body_derivatives import body_pair_derivatives
+    from contactnet.ops.ipc import body_pair_derivatives
     sim = Stepper(resting_cubes(tilt=0.02), num_envs=2)
     c = sim._candidates(sim.positions(sim.q))
     st = ipc.candidate_stencils(sim.faces, sim.edges, c)

@@ -1,9 +1,10 @@
 """IPC barrier kernels: squared distances with derivatives (`distances`), collision candidates
 (`candidates`: grid and fixed-capacity searches), the log barrier, the barrier and friction
 potentials with gradients, (PSD-projected) Hessians and their assembly (`potentials`), and
-conservative CCD (`ccd`). C++ on CPU, CUDA on GPU, float32 or float64. Every public name is
-importable from this package. (The chain rule to rigid / affine body DOFs, a reference for the
-stepper, is `contactnet.sim.reference`.)
+conservative CCD (`ccd`), and the fused chain rule from contact stencils to affine body pairs
+(`body_derivatives`, the stepper's). C++ on CPU, CUDA on GPU, float32 or float64. Every public
+name is importable from this package. (The dense torch chain rule to rigid / affine body DOFs, the
+tests' reference, is `contactnet.sim.reference`.)
 
 Conventions (the same as IPC Toolkit 1.6.1, against which the tests compare):
 
@@ -30,6 +31,7 @@ Conventions (the same as IPC Toolkit 1.6.1, against which the tests compare):
 """
 
 from contactnet.ops._checks import trusted_indices
+from contactnet.ops.ipc.body_derivatives import BodyPairDerivatives, body_pair_derivatives, body_pair_derivatives_sum
 from contactnet.ops.ipc.candidates import (
     Candidates,
     PaddedCandidates,
@@ -75,6 +77,7 @@ from contactnet.ops.ipc.potentials import (
 __all__ = [
     "BarrierHessian",
     "BarrierValues",
+    "BodyPairDerivatives",
     "Candidates",
     "PaddedCandidates",
     "assemble_hessian",
@@ -82,6 +85,8 @@ __all__ = [
     "barrier_potential",
     "barrier_potential_gradient",
     "barrier_potential_hessian",
+    "body_pair_derivatives",
+    "body_pair_derivatives_sum",
     "candidate_stencils",
     "ccd_time_of_impact",
     "collision_candidates",

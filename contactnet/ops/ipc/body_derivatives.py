@@ -5,7 +5,7 @@ gradient and 24×24 Hessian in one op, using the affine Jacobian's Kronecker str
 C++ on CPU, CUDA on GPU (csrc/ipc/body_derivatives.h), float32 or float64.
 
 Body DOFs are in q order, q = (p, a1, a2, a3) with a_i the rows of A (x = A x0 + p), as in
-`contactnet.ops.ipc.affine_jacobian`.
+`contactnet.sim.reference.affine_jacobian`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,15 @@ from typing import NamedTuple
 import torch
 
 from contactnet._extension import load_extension
-from contactnet.ops import ipc
-from contactnet.ops._checks import check_float_tensor, check_same_batch
+from contactnet.ops._checks import (
+    as_index_tensor,
+    check_float_tensor,
+    check_index_values,
+    check_int,
+    check_same_batch,
+    check_same_device,
+    values_checked_here,
+)
 
 load_extension()
 
@@ -28,26 +35,28 @@ class BodyPairDerivatives(NamedTuple):
     hessian: torch.Tensor  # (N, 2, 2, 12, 12) [body s, body t, q DOF of s, q DOF of t]; summed: (num_blocks, 12, 12)
 
 
-def _check_inputs(local_gradient, local_hessian, stencils, is_face_vertex, rest_vertices) -> None:
+def _check_inputs(local_gradient, local_hessian, stencils, is_face_vertex, rest_vertices) -> torch.Tensor:
+    """The checks of both ops; returns stencils as contiguous int64 (converted once)."""
     check_float_tensor(local_gradient, "local_gradient", (None, 12))
     check_float_tensor(local_hessian, "local_hessian", (None, 12, 12))
     check_float_tensor(rest_vertices, "rest_vertices", (None, 3))
     check_same_batch({"local_gradient": local_gradient, "local_hessian": local_hessian})
     if rest_vertices.dtype != local_gradient.dtype:
         raise TypeError(f"rest_vertices has dtype {rest_vertices.dtype} but local_gradient has {local_gradient.dtype}")
-    ipc._check_index_tensor(stencils, "stencils", 4, rest_vertices.shape[0], padded=True)
+    stencils = as_index_tensor(stencils, "stencils", (local_gradient.shape[0], 4))
     if not isinstance(is_face_vertex, torch.Tensor) or is_face_vertex.dtype != torch.bool or is_face_vertex.dim() != 1:
         raise TypeError("is_face_vertex: expected a (N,) bool tensor, got "
                         + (f"{is_face_vertex.dtype} of shape {tuple(is_face_vertex.shape)}"
                            if isinstance(is_face_vertex, torch.Tensor) else type(is_face_vertex).__name__))
-    if not is_face_vertex.is_contiguous():
-        raise ValueError("is_face_vertex: expected a contiguous tensor (call .contiguous() first)")
-    for name, t in (("stencils", stencils), ("is_face_vertex", is_face_vertex)):
-        if t.shape[0] != local_gradient.shape[0]:
-            raise ValueError(f"{name} has batch size {t.shape[0]} but local_gradient has {local_gradient.shape[0]}")
+    if is_face_vertex.shape[0] != local_gradient.shape[0]:
+        raise ValueError(f"is_face_vertex has batch size {is_face_vertex.shape[0]} but local_gradient has "
+                         f"{local_gradient.shape[0]}")
     for name, t in (("local_gradient", local_gradient), ("stencils", stencils), ("is_face_vertex", is_face_vertex)):
-        if t.device != rest_vertices.device:
-            raise ValueError(f"{name} is on {t.device} but rest_vertices is on {rest_vertices.device}")
+        check_same_device(t, name, rest_vertices, "rest_vertices")
+    v = rest_vertices.shape[0]
+    if values_checked_here(stencils) and stencils.numel() and (int(stencils.min()) < -1 or int(stencils.max()) >= v):
+        raise ValueError(f"stencils: indices must lie in [0, {v}) (or be -1 padding)")
+    return stencils
 
 
 def body_pair_derivatives(local_gradient: torch.Tensor, local_hessian: torch.Tensor, stencils: torch.Tensor,
@@ -63,9 +72,9 @@ def body_pair_derivatives(local_gradient: torch.Tensor, local_hessian: torch.Ten
     and device; stencils (N, 4) int64 into rest_vertices (rows of -1 are padding and give zeros);
     is_face_vertex (N,) bool. Not differentiable.
     """
-    _check_inputs(local_gradient, local_hessian, stencils, is_face_vertex, rest_vertices)
-    g, h = torch.ops.contactnet.ipc_body_pair_derivatives(local_gradient, local_hessian, stencils, is_face_vertex,
-                                                          rest_vertices)
+    stencils = _check_inputs(local_gradient, local_hessian, stencils, is_face_vertex, rest_vertices)
+    g, h = torch.ops.contactnet.ipc_body_pair_derivatives(local_gradient, local_hessian, stencils,
+                                                          is_face_vertex.contiguous(), rest_vertices)
     return BodyPairDerivatives(g, h)
 
 
@@ -77,30 +86,20 @@ def body_pair_derivatives_sum(local_gradient: torch.Tensor, local_hessian: torch
     ((N, 2) int64), hessian (num_blocks, 12, 12) gets hessian[n, s, t] in row block_index[n, s, t]
     ((N, 2, 2) int64). Padding rows (stencil -1) add nothing. On the CPU the sums run in
     candidate order (deterministic: the order of `index_add_`); on CUDA they are atomic."""
-    _check_inputs(local_gradient, local_hessian, stencils, is_face_vertex, rest_vertices)
-    for name, value in (("num_bodies", num_bodies), ("num_blocks", num_blocks)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name}: expected an int >= 0, got {value!r}")
+    stencils = _check_inputs(local_gradient, local_hessian, stencils, is_face_vertex, rest_vertices)
+    num_bodies, num_blocks = check_int(num_bodies, "num_bodies", 0), check_int(num_blocks, "num_blocks", 0)
     n = stencils.shape[0]
-    for name, t, shape, bound in (("body_index", body_index, (n, 2), num_bodies),
-                                  ("block_index", block_index, (n, 2, 2), num_blocks)):
-        if not isinstance(t, torch.Tensor) or t.dtype != torch.int64:
-            raise TypeError(f"{name}: expected an int64 tensor")
-        if tuple(t.shape) != shape or not t.is_contiguous():
-            raise ValueError(f"{name}: expected a contiguous tensor of shape {shape}, got {tuple(t.shape)}")
-        if t.device != rest_vertices.device:
-            raise ValueError(f"{name} is on {t.device} but rest_vertices is on {rest_vertices.device}")
-        if t.numel() and not _indices_trusted() and (int(t.min()) < 0 or int(t.max()) >= bound):
-            raise ValueError(f"{name}: indices must lie in [0, {bound})")
-    g, h = torch.ops.contactnet.ipc_body_pair_derivatives_sum(local_gradient, local_hessian, stencils, is_face_vertex,
+    body_index = as_index_tensor(body_index, "body_index", (n, 2))
+    block_index = as_index_tensor(block_index, "block_index", (n, 2, 2))
+    for name, t, bound in (("body_index", body_index, num_bodies), ("block_index", block_index, num_blocks)):
+        check_same_device(t, name, rest_vertices, "rest_vertices")
+        if values_checked_here(t):
+            check_index_values(t, name, bound)
+    g, h = torch.ops.contactnet.ipc_body_pair_derivatives_sum(local_gradient, local_hessian, stencils,
+                                                              is_face_vertex.contiguous(),
                                                               rest_vertices, body_index, block_index, num_bodies,
                                                               num_blocks)
     return BodyPairDerivatives(g, h)
-
-
-def _indices_trusted() -> bool:
-    """Inside `ipc.trusted_indices()`: skip value checks (host reads)."""
-    return getattr(ipc._trust, "on", False)
 
 
 @torch.library.register_fake("contactnet::ipc_body_pair_derivatives_sum")
