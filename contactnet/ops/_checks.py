@@ -293,6 +293,26 @@ def check_int(value, name: str, minimum: int) -> int:
     return value
 
 
+def check_number(value, name: str, minimum: float = 0.0, inclusive: bool = False, allow_none: bool = False):
+    """A finite number (any real scalar, numpy's and 0-d tensors included) > minimum (>= with
+    inclusive), or None with allow_none; ValueError otherwise."""
+    if value is None and allow_none:
+        return
+    try:
+        ok = bool(value >= minimum if inclusive else value > minimum) and bool(value < float("inf"))
+    except (TypeError, ValueError, RuntimeError):
+        ok = False
+    if not ok:
+        bound = f"{'>=' if inclusive else '>'} {minimum:g}"
+        raise ValueError(f"{name}: expected a finite number {bound}{' or None' if allow_none else ''}, got {value!r}")
+
+
+def check_count(value, name: str, allow_none: bool = False):
+    """A Python int > 0, or None with allow_none."""
+    if not ((value is None and allow_none) or (isinstance(value, int) and value > 0)):
+        raise ValueError(f"{name}: expected a positive int{' or None' if allow_none else ''}, got {value!r}")
+
+
 def check_choice(value, name: str, choices: Sequence) -> None:
     if value not in choices:
         raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got {value!r}")

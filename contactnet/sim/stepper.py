@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 
 from contactnet.ops import ipc
-from contactnet.ops._checks import check_float_tensor
+from contactnet.ops._checks import check_count, check_float_tensor, check_number
 from contactnet.ops.mesh_query import mesh_collide, mesh_distance
 from contactnet.sim import contact_search, potential
 from contactnet.sim.affine import q_to_pose, q_velocity_to_twist
@@ -41,25 +41,6 @@ class StepInfo(NamedTuple):
     contacts: torch.Tensor  # (E,) int64 barrier pairs (within d̂) at the end of the step
     min_distance: torch.Tensor  # (E,) m, smallest distance between bodies; inf when all are ≥ d̂ apart
     candidate_overflow: torch.Tensor | None = None  # () bool: a fixed-capacity search dropped pairs
-
-
-# Local scalar checks: contactnet/ops/_checks.py checks tensors only (move these there once it
-# checks numbers too).
-def _check_number(value, name: str, minimum: float = 0.0, inclusive: bool = False, allow_none: bool = False):
-    if value is None and allow_none:
-        return
-    try:
-        ok = bool(value >= minimum if inclusive else value > minimum) and bool(value < float("inf"))
-    except (TypeError, ValueError, RuntimeError):
-        ok = False
-    if not ok:
-        bound = f"{'>=' if inclusive else '>'} {minimum:g}"
-        raise ValueError(f"{name}: expected a finite number {bound}{' or None' if allow_none else ''}, got {value!r}")
-
-
-def _check_count(value, name: str, allow_none: bool = False):
-    if not ((value is None and allow_none) or (isinstance(value, int) and value > 0)):
-        raise ValueError(f"{name}: expected a positive int{' or None' if allow_none else ''}, got {value!r}")
 
 
 def _packed(name: str):
@@ -121,16 +102,16 @@ class Stepper:
             raise ValueError("scenes: every scene needs at least one body")
         for value, name in ((dt, "dt"), (dhat, "dhat"), (eps_v, "eps_v"), (stiffness, "stiffness"),
                             (kinematic_stiffness, "kinematic_stiffness"), (tolerance, "tolerance")):
-            _check_number(value, name)
-        _check_number(kappa, "kappa", allow_none=True)
-        _check_number(mu, "mu", inclusive=True)
+            check_number(value, name)
+        check_number(kappa, "kappa", allow_none=True)
+        check_number(mu, "mu", inclusive=True)
         if on_failure not in ("warn", "raise", "ignore"):
             raise ValueError(f"on_failure: expected 'warn', 'raise' or 'ignore', got {on_failure!r}")
-        _check_count(fixed_iterations, "fixed_iterations", allow_none=True)
-        _check_count(max_iterations, "max_iterations")
-        _check_count(max_candidates, "max_candidates", allow_none=True)
-        _check_count(max_contacts, "max_contacts", allow_none=True)
-        _check_count(line_search_steps, "line_search_steps")
+        check_count(fixed_iterations, "fixed_iterations", allow_none=True)
+        check_count(max_iterations, "max_iterations")
+        check_count(max_candidates, "max_candidates", allow_none=True)
+        check_count(max_contacts, "max_contacts", allow_none=True)
+        check_count(line_search_steps, "line_search_steps")
         self.scenes = scenes
         self.dt, self.dhat, self.mu, self.eps_v = float(dt), float(dhat), float(mu), float(eps_v)
         self.stiffness, self.kinematic_stiffness = float(stiffness), float(kinematic_stiffness)
