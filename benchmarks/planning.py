@@ -23,6 +23,13 @@ volume, centres by farthest-point sampling of its voxels, radius the distance to
 the exact meshes, on configurations within 5 cm of the clutter: false collisions (spheres hit, the
 meshes do not) and missed collisions, for n spheres per link and with an inflation margin.
 
+Sphere rows (cuRobo's robot model): `sphere_cost` of (batch, horizon, 64, 4) spheres against a world
+of 4 environments x (3 cuboids, a capsule, a cylinder and 3 procedural meshes of 1-4k triangles; the
+sphere-mesh part is brute force over the triangles, so the batches are small), and the cost plus its
+gradient w.r.t. the spheres, against a python-fcl loop (fcl.Sphere vs each obstacle: collide, and
+distance when free) over the same sphere-obstacle pairs. A "sphere query" is one (sphere, enabled
+obstacle) pair.
+
 "grad" columns time the same call plus the backward pass to both query poses (on at most 16384
 queries, extrapolated).
 
@@ -86,6 +93,89 @@ def fcl_models(world: CollisionWorld):
 
 
 WORLD_ENVS, WORLD_SLOTS = 4, 8
+SPHERES_PER_CONFIG = 64
+# (batch, horizon); small: sphere-mesh distances are brute force over the triangles (spheres.py)
+SPHERE_SIZES = [(1, 1), (4, 4), (16, 8)]
+SPHERE_FCL_MAX = 1024  # spheres in the fcl loop (x 8 obstacles)
+
+
+def sphere_world(device) -> CollisionWorld:
+    """4 environments, each 3 cuboids, a capsule, a cylinder and 3 procedural meshes."""
+    world = CollisionWorld(num_envs=WORLD_ENVS, max_obstacles=WORLD_SLOTS, device=device, num_points=64)
+    g = torch.Generator().manual_seed(1)
+    for i, family in enumerate(list(FAMILIES)[:3]):
+        world.add_mesh(family, make_object(family, i))
+    for env in range(WORLD_ENVS):
+        def pose():
+            return torch.cat([torch.rand(3, generator=g) - 0.5, torch.tensor([1.0, 0, 0, 0])])
+        for k in range(3):
+            world.add_cuboid(f"box{env}_{k}", (0.1 + 0.2 * torch.rand(3, generator=g)).tolist(), pose(), env)
+        world.add_capsule(f"capsule{env}", 0.05, (0, 0, -0.1), (0, 0, 0.1), pose(), env)
+        world.add_cylinder(f"cylinder{env}", 0.06, 0.2, pose(), env)
+        for k, family in enumerate(list(FAMILIES)[:3]):
+            world.add_obstacle(f"mesh{env}_{k}", family, pose(), env)
+    return world
+
+
+def fcl_sphere_loop(world: CollisionWorld, spheres: torch.Tensor, env_idx: torch.Tensor) -> np.ndarray:
+    """python-fcl over every (sphere, enabled obstacle) pair: collide, and distance when free.
+    Obstacles as fcl sees them: the world's mesh view (cuboids exact, curved shapes tessellated)."""
+    import fcl
+
+    models = fcl_models(world)
+    s = spheres.reshape(spheres.shape[0], -1, 4).double().cpu().numpy()
+    out = []
+    for b in range(s.shape[0]):
+        env = int(env_idx[b])
+        obstacles = []
+        for slot in torch.nonzero(world.obstacle_enabled[env].cpu()).flatten().tolist():
+            m = pose_to_matrix(world.obstacle_pose[env, slot].double().cpu()).numpy()
+            obstacles.append(fcl.CollisionObject(models[int(world.obstacle_mesh[env, slot])],
+                                                 fcl.Transform(m[:3, :3], m[:3, 3])))
+        for x, y, z, r in s[b]:
+            ball = fcl.CollisionObject(fcl.Sphere(float(r)), fcl.Transform(np.array([x, y, z])))
+            for ob in obstacles:
+                if fcl.collide(ball, ob, fcl.CollisionRequest(), fcl.CollisionResult()) > 0:
+                    out.append(0.0)
+                else:
+                    out.append(fcl.distance(ball, ob, fcl.DistanceRequest(), fcl.DistanceResult()))
+    return np.asarray(out)
+
+
+def sphere_rows(device, timed, quick: bool, gpu_only: bool) -> list[dict]:
+    """sphere_cost (and + gradient) per (batch, horizon), next to a python-fcl loop."""
+    from contactnet.planning import sphere_cost
+
+    world = sphere_world(device)
+    per_config = SPHERES_PER_CONFIG * WORLD_SLOTS  # sphere queries per configuration
+    rows = []
+    g = torch.Generator().manual_seed(2)
+    for batch, horizon in SPHERE_SIZES[:2] if quick else SPHERE_SIZES:
+        spheres = torch.cat([torch.rand(batch, horizon, SPHERES_PER_CONFIG, 3, generator=g) - 0.5,
+                             0.02 + 0.03 * torch.rand(batch, horizon, SPHERES_PER_CONFIG, 1, generator=g)], -1)
+        spheres = spheres.to(device)
+        env_idx = torch.arange(batch, device=device) % WORLD_ENVS
+        n = batch * horizon * per_config
+        with torch.no_grad():
+            seconds = timed(lambda: sphere_cost(world, spheres, env_idx, validate=False), n)
+
+        def with_grad():
+            x = spheres.clone().requires_grad_()
+            sphere_cost(world, x, env_idx, validate=False).sum().backward()
+
+        grad_seconds = timed(with_grad, n)
+        rows.append({"backend": "sphere_cost", "configs": batch * horizon, "sphere_queries": n,
+                     "latency_ms": 1e3 * seconds, "qps": n / seconds, "us_per_query": 1e6 * seconds / n,
+                     "grad_latency_ms": 1e3 * grad_seconds, "grad_qps": n / grad_seconds})
+        if gpu_only:
+            continue
+        configs = max(1, min(batch, SPHERE_FCL_MAX // (horizon * SPHERES_PER_CONFIG)))
+        m = configs * horizon * per_config
+        seconds = timed(lambda: fcl_sphere_loop(world, spheres[:configs], env_idx[:configs]), m, True)
+        rows.append({"backend": "python-fcl loop", "configs": batch * horizon, "sphere_queries": n,
+                     "timed": m, "latency_ms": 1e3 * seconds * n / m, "qps": m / seconds,
+                     "us_per_query": 1e6 * seconds / m})
+    return rows
 WORLD_LEARNED_MAX, WORLD_EXACT_MAX = 4096, 1024
 
 
@@ -347,6 +437,7 @@ def main() -> None:
         rows.append({"backend": "python-fcl loop", "queries": n, "timed": m, "latency_ms": 1e3 * seconds * n / m,
                      "qps": m / seconds, "us_per_query": 1e6 * seconds / m})
     world_rows = world_cost_rows(world, checkers, sizes, timed, device)
+    spheres = sphere_rows(device, timed, args.quick, gpu_only)
     print(f"pairwise collision queries on {device} ({torch.get_num_threads()} threads), embeddings cached; "
           f"latency of the whole batch (extrapolated where timed < queries); "
           f"total {time.perf_counter() - started:.0f} s")
@@ -356,10 +447,15 @@ def main() -> None:
           f"enabled obstacles; one query = one pose against its whole environment (timed on at most "
           f"{WORLD_LEARNED_MAX} learned / {WORLD_EXACT_MAX} exact queries, extrapolated)")
     print_table(world_rows, ["backend", "queries", "timed", "latency_ms", "qps", "us_per_query"])
+    print(f"\ncuRobo-layout sphere queries: sphere_cost of (batch, horizon, {SPHERES_PER_CONFIG}, 4) spheres against "
+          f"the {WORLD_SLOTS} obstacles of their environment (cuboids, capsule, cylinder, meshes); "
+          f"one query = one sphere-obstacle pair; python-fcl timed on at most {SPHERE_FCL_MAX} spheres, extrapolated")
+    print_table(spheres, ["backend", "configs", "sphere_queries", "latency_ms", "qps", "us_per_query",
+                          "grad_latency_ms", "grad_qps"])
     print_panda(panda, accuracy, note, device)
     write_json("planning", {"device": device, "rows": rows, "world_rows": world_rows, "sizes": sizes,
                             "exact_max": args.exact_max, "fcl_max": FCL_MAX, "grad_max": GRAD_MAX,
-                            "panda_rows": panda, "sphere_accuracy": accuracy}, args.out)
+                            "sphere_rows": spheres, "panda_rows": panda, "sphere_accuracy": accuracy}, args.out)
 
 
 def print_panda(rows, accuracy, note, device) -> None:
