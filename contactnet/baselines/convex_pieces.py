@@ -143,6 +143,7 @@ def object_set_pieces(vertices: list[np.ndarray], faces: list[np.ndarray], spec:
     """The padded pieces of many meshes (an object set's `vertices` / `faces` lists), cached.
     workers > 1 decomposes the missing ones in that many processes (each entry is its own file,
     written atomically, so they never clash)."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     from tqdm import tqdm
@@ -157,6 +158,9 @@ def object_set_pieces(vertices: list[np.ndarray], faces: list[np.ndarray], spec:
     if workers == 1 or len(jobs) == 1:
         pieces = [cached_decompose(v, f, spec, cache_dir) for v, f in tqdm(jobs, **bar)]
     else:
-        with ProcessPoolExecutor(min(int(workers), len(jobs))) as pool:
+        # Spawned, not forked: a fork copies locks that torch's or OpenMP's threads may hold, and the
+        # child waits on them forever (seen as a hung test run).
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(int(workers), len(jobs)), mp_context=spawn) as pool:
             pieces = list(tqdm(pool.map(cached_decompose, *zip(*jobs), [spec] * len(jobs), [cache_dir] * len(jobs)), **bar))
     return pad_pieces(pieces, dtype)
