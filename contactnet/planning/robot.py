@@ -85,7 +85,10 @@ class Robot:
     """
 
     def __init__(self, urdf, world, package_dirs=(), name: str | None = None, base_pose=None, ignore=()):
-        import pytorch_kinematics as pk
+        try:
+            import pytorch_kinematics as pk
+        except ImportError as error:
+            raise ImportError("Robot needs pytorch_kinematics: pip install 'contactnet[robot]'") from error
 
         self.model: UrdfModel = urdf if isinstance(urdf, UrdfModel) else load_urdf(urdf, package_dirs)
         if not self.model.collision:
