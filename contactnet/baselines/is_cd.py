@@ -9,11 +9,10 @@ pair. A pair whose boxes do not overlap is free. Misses come from overlaps thinn
 point spacing; there are no false positives (a point inside both is a witness).
 """
 
-import math
-
 import torch
 
 from contactnet.geometry.poses import compose_poses, invert_poses, normalize_poses, transform_points
+from contactnet.geometry.triangles import winding_numbers as triangle_winding_numbers
 
 _CORNERS = torch.tensor([[i >> 2 & 1, i >> 1 & 1, i & 1] for i in range(8)])
 
@@ -33,13 +32,8 @@ def winding_numbers(points: torch.Tensor, tris: torch.Tensor, face_chunk: int = 
     (Van Oosterom–Strackee solid angles summed over the faces, in chunks of faces)."""
     total = torch.zeros(points.shape[:2], dtype=points.dtype, device=points.device)
     for s in range(0, tris.shape[1], face_chunk):
-        t = tris[:, None, s : s + face_chunk] - points[:, :, None, None, :]  # (Q, P, f, 3, 3)
-        a, b, c = t.unbind(-2)
-        la, lb, lc = a.norm(dim=-1), b.norm(dim=-1), c.norm(dim=-1)
-        num = (a * torch.linalg.cross(b, c)).sum(-1)
-        den = la * lb * lc + (a * b).sum(-1) * lc + (b * c).sum(-1) * la + (c * a).sum(-1) * lb
-        total += torch.atan2(num, den).sum(-1)
-    return total / (2 * math.pi)
+        total += triangle_winding_numbers(points, tris[:, None, s : s + face_chunk])
+    return total
 
 
 class ImplicitSurfaceCD:

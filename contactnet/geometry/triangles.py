@@ -1,9 +1,26 @@
-"""Closest points on triangles in plain torch: differentiable, broadcasting, any device (the sphere
-queries of the planners use it, and the BLEM reference checks the C++ kernels against it)."""
+"""Closest points on triangles and generalised winding numbers in plain torch: differentiable,
+broadcasting, any device (the planners' sphere queries, the IS-CD baseline and the references
+that check the C++ kernels use them)."""
+
+import math
 
 import torch
 
-__all__ = ["closest_points_on_triangles"]
+__all__ = ["closest_points_on_triangles", "winding_numbers"]
+
+
+def winding_numbers(p: torch.Tensor, tris: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+    """Generalised winding number (...) of points p (..., 3) w.r.t. the triangles tris (..., F, 3, 3),
+    broadcasting p[..., None, :] against each corner (Van Oosterom–Strackee solid angles summed over
+    the F faces; valid (..., F) bool leaves out padding faces)."""
+    a, b, c = (tris[..., k, :] - p[..., None, :] for k in range(3))
+    la, lb, lc = a.norm(dim=-1), b.norm(dim=-1), c.norm(dim=-1)
+    num = (a * torch.linalg.cross(b, c)).sum(-1)
+    den = la * lb * lc + (a * b).sum(-1) * lc + (b * c).sum(-1) * la + (c * a).sum(-1) * lb
+    angle = 2 * torch.atan2(num, den)
+    if valid is not None:
+        angle = torch.where(valid, angle, 0)
+    return angle.sum(-1) / (4 * math.pi)
 
 
 def closest_points_on_triangles(p: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):

@@ -29,12 +29,10 @@ cast once to the world's dtype; results come back in the spheres' dtype.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from contactnet.geometry.poses import quaternion_to_matrix
-from contactnet.geometry.triangles import closest_points_on_triangles
+from contactnet.geometry.triangles import closest_points_on_triangles, winding_numbers
 from contactnet.planning.cost import collision_cost
 from contactnet.planning.primitives import primitive_signed_distance
 from contactnet.planning.voxels import trilinear
@@ -42,15 +40,6 @@ from contactnet.planning.voxels import trilinear
 __all__ = ["sphere_cost", "sphere_signed_distance"]
 
 _LAYOUT = "(batch, horizon, n, 4) [x, y, z, radius]"
-
-
-def _winding_number(p: torch.Tensor, tris: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Generalised winding number (...) of points p (..., 3) w.r.t. triangles (..., F, 3, 3)."""
-    a, b, c = (tris[..., k, :] - p[..., None, :] for k in range(3))
-    la, lb, lc = a.norm(dim=-1), b.norm(dim=-1), c.norm(dim=-1)
-    num = (a * torch.linalg.cross(b, c)).sum(-1)
-    den = la * lb * lc + (a * b).sum(-1) * lc + (b * c).sum(-1) * la + (c * a).sum(-1) * lb
-    return torch.where(valid, 2 * torch.atan2(num, den), 0).sum(-1) / (4 * math.pi)
 
 
 def _guarded_norm(x: torch.Tensor) -> torch.Tensor:
@@ -86,7 +75,7 @@ def _mesh_distances(world, centres: torch.Tensor, env: torch.Tensor, max_pairs: 
             sq = ((lp - closest) ** 2).sum(-1).masked_fill(~valid[:, None], float("inf"))
             best = sq.argmin(-1)
             nearest = torch.gather(closest, -2, best[..., None, None].expand(*best.shape, 1, 3)).squeeze(-2)
-            inside = _winding_number(local, t, valid[:, None]) >= 0.5
+            inside = winding_numbers(local, t, valid[:, None]) >= 0.5
         dist = _guarded_norm(local - nearest)
         out.append(torch.where(inside, -dist, dist))
     return torch.cat(out, 1) if len(out) > 1 else out[0]

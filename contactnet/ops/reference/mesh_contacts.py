@@ -12,7 +12,7 @@ import math
 import torch
 
 from contactnet.geometry.poses import transform_points
-from contactnet.geometry.triangles import closest_points_on_triangles
+from contactnet.geometry.triangles import closest_points_on_triangles, winding_numbers
 
 __all__ = [
     "blem_contacts_reference",
@@ -166,10 +166,4 @@ def blem_contacts_reference(tris_a: torch.Tensor, tris_b: torch.Tensor, r_a: flo
 
 def winding_number_reference(points: torch.Tensor, tris: torch.Tensor) -> torch.Tensor:
     """Exact generalised winding number of points (P, 3) w.r.t. triangles (F, 3, 3), float64."""
-    a = tris[None, :, 0] - points[:, None]
-    b = tris[None, :, 1] - points[:, None]
-    c = tris[None, :, 2] - points[:, None]
-    la, lb, lc = a.norm(dim=-1), b.norm(dim=-1), c.norm(dim=-1)
-    num = (a * torch.linalg.cross(b, c)).sum(-1)
-    den = la * lb * lc + (a * b).sum(-1) * lc + (b * c).sum(-1) * la + (c * a).sum(-1) * lb
-    return (2 * torch.atan2(num, den)).sum(-1) / (4 * math.pi)
+    return winding_numbers(points, tris)
