@@ -41,30 +41,10 @@ from torch import nn
 from contactnet.geometry.poses import matrix_to_pose, pose_to_matrix
 from contactnet.planning.checker import CollisionChecker
 from contactnet.planning.cost import collision_cost, learned_collision_cost
+from contactnet.planning.pose_input import checked_poses
 from contactnet.planning.urdf import UrdfModel, load_urdf
 
 __all__ = ["Robot", "RobotChecker", "RobotResult"]
-
-POSE_ORDER = "[x, y, z, qw, qx, qy, qz] (quaternion scalar first)"
-
-
-def _rigid_pose(pose, arg: str, dtype, device) -> torch.Tensor:
-    """A user's constant pose (7,), rejecting NaN and a quaternion whose norm is off 1 by > 1e-3
-    (a wrong order or a typo, not rounding), then normalised."""
-    if pose is None:
-        pose = [0, 0, 0, 1, 0, 0, 0]
-    pose = torch.as_tensor(pose, dtype=torch.float64)
-    if pose.shape != (7,):
-        raise ValueError(f"{arg}: expected shape (7,) {POSE_ORDER}, got {tuple(pose.shape)}")
-    if not bool(torch.isfinite(pose).all()):
-        raise ValueError(f"{arg}: contains NaN or Inf: {pose.tolist()}")
-    norm = float(pose[3:].norm())
-    if abs(norm - 1) > 1e-3:
-        raise ValueError(f"{arg}: expected a unit quaternion, got norm {norm:.6g} in {pose.tolist()}; "
-                         f"poses are {POSE_ORDER}")
-    pose[3:] /= norm
-    return pose.to(dtype=dtype, device=device)
-
 
 class _Body(NamedTuple):
     name: str  # the link's name, or the attached object's
@@ -79,7 +59,8 @@ class Robot:
     urdf: file path, URDF text or a `load_urdf` result (to choose its tessellation_tol);
     package_dirs: {package: folder} or folders for `package://` meshes; name: prefix of
     the world mesh names (default: the URDF's robot name); base_pose: (7,) the root link in the
-    world, POSE_ORDER; ignore: pairs (name, name) of links whose collision is not checked.
+    world, [x, y, z, qw, qx, qy, qz] (pose_input.py); ignore: pairs (name, name) of links whose
+    collision is not checked.
     Registering the link meshes reallocates the world's mesh library: build robots before
     capturing a graph (as for any `add_mesh`).
     """
@@ -100,7 +81,7 @@ class Robot:
         self.joint_names: list[str] = list(self.chain.get_joint_parameter_names())
         lower, upper = self.chain.get_joint_limits()
         self.joint_limits = torch.stack([torch.as_tensor(lower), torch.as_tensor(upper)], -1).to(world.dtype)
-        self.base_pose = _rigid_pose(base_pose, "base_pose", world.dtype, world.device)
+        self.base_pose = checked_poses(base_pose, "base_pose", world.dtype, world.device)
         self._bodies: list[_Body] = []
         for link, (v, f) in self.model.collision.items():
             mid = world.add_mesh(f"{self.name}/{link}", (v, f))
@@ -153,13 +134,13 @@ class Robot:
     def attach(self, name: str, mesh, link: str, pose=None, ignore=()) -> None:
         """Attach object `name` (mesh: anything `CollisionWorld.add_mesh` takes, registered under
         `"<robot>/<name>"`, or a world mesh name / id) to `link` at `pose` (7,) — the pose of the
-        mesh's frame in the link frame, POSE_ORDER; for a mesh given here, its frame is the one its
-        vertices were given in. It is then checked against the world and against every body but
+        mesh's frame in the link frame, [x, y, z, qw, qx, qy, qz]; for a mesh given here, its frame is
+        the one its vertices were given in. It is then checked against the world and against every body but
         `link` and those in `ignore` (e.g. the fingers that hold it)."""
         if not isinstance(name, str) or not name or name in self.body_names:
             raise ValueError(f"name: expected a new body name, got {name!r}; bodies: {self.body_names}")
         link = self._link(link)
-        pose = _rigid_pose(pose, "pose", torch.float64, "cpu")
+        pose = checked_poses(pose, "pose", torch.float64, "cpu")
         ignore = {self._body(n, "ignore") for n in ignore}
         if isinstance(mesh, str) or (isinstance(mesh, (int, np.integer)) and not isinstance(mesh, bool)):
             mid = self.world._mesh_id(mesh, "mesh")
@@ -252,7 +233,7 @@ class Robot:
         return t.transpose(0, 1).reshape(*lead, t.shape[0], 4, 4)
 
     def body_poses(self, q: torch.Tensor) -> torch.Tensor:
-        """(..., L, 7) world poses of the bodies' mesh frames at q (..., dof), POSE_ORDER; differentiable
+        """(..., L, 7) world poses [x, y, z, qw, qx, qy, qz] of the bodies' mesh frames at q (..., dof); differentiable
         with respect to q. Unchecked (see `check_q`)."""
         t = self.link_transforms(q)[..., self.body_frame, :, :] @ self.body_offset
         return matrix_to_pose(t)

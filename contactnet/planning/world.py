@@ -33,9 +33,10 @@ environment. Two views of each obstacle, written together by `set_pose` / `set_e
 Adding a mesh, cloud or grid reallocates the packed geometry the sphere queries read (`sphere_store`).
 
 Poses: (7,) [x, y, z, qw, qx, qy, qz] (quaternion scalar first, as cuRobo), float64, float32 or a
-list, cast once to the world's dtype when written. `add_obstacle` / `set_pose(s)` normalise any
-nonzero quaternion (their original contract); the new `add_*` constructors reject a quaternion whose
-norm is off 1 by more than 1e-3, which is a wrong pose rather than rounding.
+list, cast once to the world's dtype when written. Every pose the world takes (`add_*`,
+`add_obstacle`, `set_pose(s)`, a camera pose) goes through one check (pose_input.py): a quaternion
+whose norm is off 1 by more than 1e-3 is refused (a wrong order or a typo, not rounding), one within
+it is normalised.
 """
 
 from __future__ import annotations
@@ -46,15 +47,14 @@ import numpy as np
 import torch
 
 from contactnet.geometry.mesh import Mesh, MeshLibrary
-from contactnet.geometry.poses import normalize_poses, transform_points
+from contactnet.geometry.poses import transform_points
 from contactnet.geometry.sampling import sample_surface_even
 from contactnet.planning import point_clouds
+from contactnet.planning.pose_input import checked_poses
 from contactnet.planning.primitives import NUM_PARAMS, PrimitiveKind, primitive_params, tessellate
 from contactnet.planning.slots import SlotTable
 from contactnet.planning.voxels import VoxelGrid
 
-POSE_ORDER = "[x, y, z, qw, qx, qy, qz] (quaternion scalar first, w x y z)"
-UNIT_QUATERNION_TOL = 1e-3
 TABLES = ("primitive", "mesh", "point_cloud", "voxel_grid")
 
 __all__ = ["CollisionWorld"]
@@ -251,7 +251,8 @@ class CollisionWorld:
             del self._kinds[name]
 
     def set_pose(self, name: str, pose=None) -> None:
-        """Write obstacle `name`'s pose (7,) in place (identity if None); the quaternion is normalised."""
+        """Write obstacle `name`'s pose (7,) in place (identity if None), checked as every pose
+        (module docstring)."""
         self._known(name)
         pose = self._pose(pose)
         if name in self._obstacles:
@@ -267,10 +268,7 @@ class CollisionWorld:
             raise ValueError("names: expected a list of obstacle names; use set_pose for one")
         for n in names:
             self._known(n)
-        poses = torch.as_tensor(poses, dtype=self.dtype, device=self.device)
-        if poses.shape != (len(names), 7):
-            raise ValueError(f"poses: expected shape ({len(names)}, 7) {POSE_ORDER}, got {tuple(poses.shape)}")
-        poses = self._normalized(poses, "poses")
+        poses = checked_poses(poses, "poses", self.dtype, self.device, (len(names), 7))
         rows = [i for i, n in enumerate(names) if n in self._obstacles]
         if rows:
             env = torch.tensor([self._obstacles[names[i]][0] for i in rows], device=self.device)
@@ -283,33 +281,9 @@ class CollisionWorld:
                 slot = torch.tensor([self._views[names[i]][2] for i in rows], device=self.device)
                 self.tables[table].pose[env, slot] = poses[rows]
 
-    def _pose(self, pose) -> torch.Tensor:
-        if pose is None:
-            pose = [0, 0, 0, 1, 0, 0, 0]
-        pose = torch.as_tensor(pose, dtype=self.dtype, device=self.device)
-        if pose.shape != (7,):
-            raise ValueError(f"pose: expected shape (7,) {POSE_ORDER}, got {tuple(pose.shape)}")
-        return self._normalized(pose, "pose")
-
-    @staticmethod
-    def _normalized(poses: torch.Tensor, arg: str) -> torch.Tensor:
-        """normalize_poses, its errors stating the pose layout."""
-        try:
-            return normalize_poses(poses, arg)
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"{e}; poses are {POSE_ORDER}") from None
-
-    def _unit_pose(self, pose, arg: str = "pose") -> torch.Tensor:
-        """The checked pose, rejecting a quaternion whose norm is off 1 by more than 1e-3."""
-        if pose is None:
-            return self._pose(None)
-        raw = torch.as_tensor(pose, dtype=torch.float64)
-        if raw.shape == (7,) and bool(torch.isfinite(raw).all()):
-            norm = float(raw[3:].norm())
-            if abs(norm - 1) > UNIT_QUATERNION_TOL:
-                raise ValueError(f"{arg}: expected a unit quaternion, got norm {norm:.6g} in {raw.tolist()}; "
-                                 f"poses are {POSE_ORDER}")
-        return self._pose(pose)
+    def _pose(self, pose, arg: str = "pose") -> torch.Tensor:
+        """The checked pose (7,) in the world's dtype (pose_input.py); None is the identity."""
+        return checked_poses(pose, arg, self.dtype, self.device)
 
     def set_enabled(self, name: str, enabled: bool = True) -> None:
         self._known(name)
@@ -378,7 +352,7 @@ class CollisionWorld:
 
     def _add_primitive(self, name, kind: PrimitiveKind, params, pose, env, enabled) -> int:
         self._new_name(name)
-        pose = self._unit_pose(pose)
+        pose = self._pose(pose)
         if kind == PrimitiveKind.CAPSULE:
             # Segment midpoint into the pose, so the primitive's frame is its mesh view's frame
             # (the AABB centre of a symmetric shape).
@@ -439,7 +413,7 @@ class CollisionWorld:
             if intrinsics is None or camera_pose is None:
                 raise ValueError("intrinsics, camera_pose: a depth image needs both")
             if np.asarray(camera_pose).shape == (7,):
-                self._unit_pose(camera_pose, "camera_pose")
+                self._pose(camera_pose, "camera_pose")
             cloud, viewpoint = point_clouds.cloud_from_depth(depth, intrinsics, camera_pose)
         elif points is not None:
             cloud = point_clouds.check_cloud(points)
@@ -469,7 +443,7 @@ class CollisionWorld:
         self._new_name(name)
         if not isinstance(grid, VoxelGrid):
             raise ValueError(f"grid: expected a VoxelGrid, got {type(grid).__name__}")
-        pose = self._unit_pose(pose)
+        pose = self._pose(pose)
         self._grids.append(grid)
         self._store = None
         return self._place(name, None, pose, env, enabled, "voxel_grid", len(self._grids) - 1, kind="voxel_grid")
