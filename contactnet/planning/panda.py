@@ -31,8 +31,9 @@ PANDA_URDF = "panda_description/urdf/panda_arm_hand.urdf"
 OBJECTS = "robosuite/models/assets/objects/meshes/"
 # Household objects whose STL collision meshes the wheel ships at scale 1 (metres).
 HOUSEHOLD = ("bread", "can", "cereal", "milk", "bottle")
-# The usual "ready" configuration (7 arm joints, then the two finger joints, open).
-PANDA_READY = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.04, 0.04)
+# The usual "ready" configuration: 7 arm joints, then the finger joint, open (panda_finger_joint2
+# mimics panda_finger_joint1 in the URDF, so it is not in q: see robot.py).
+PANDA_READY = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.04)
 # Non-adjacent pairs in contact by design: the two fingers touch when the gripper closes on nothing.
 # (Every other non-adjacent pair is free at PANDA_READY; over 400 uniform configurations within the
 # joint limits the exact backend finds real self-collisions, mostly link5 against link7 and the

@@ -19,9 +19,14 @@ rides on (the nearest one with geometry, if its own has none). `ignore` (Robot a
 pairs a user knows to be harmless (fingers touching the grasped mug; link pairs in contact by
 design).
 
-Joints. `q` follows `Robot.joint_names`, pytorch_kinematics' order of the movable joints.
-pytorch_kinematics does not apply URDF `<mimic>`: a mimic joint is one more independent DOF (the
-Panda's second finger), which a planner ties to its leader itself.
+Joints. `q` holds the independent joints only, `Robot.joint_names` (pytorch_kinematics' order of
+the movable joints, mimic joints left out): the Panda's q has 7 arm joints and one finger. URDF
+`<mimic>` joints (urdf.py; pytorch_kinematics ignores them) follow their leader through a fixed
+linear map, q_full = A q + b (`Robot.full_q`), onto pytorch_kinematics' full joint vector
+(`Robot.full_joint_names`): A holds 1 for an independent joint and the multiplier at the leader's
+column for a mimic one, b the offsets. It is linear, so the gradient with respect to a leader
+sums its followers' contributions (d q_full / d q = A). `joint_limits` are the independent joints'
+own URDF limits (a follower's limits are not turned into limits on its leader).
 
 Syncs. The learned backends with `validate=False` (the checker's flag) have fixed shapes and no host
 synchronisation: FK, the body gather, the per-(body, obstacle) logits and the self pairs are all
@@ -78,9 +83,23 @@ class Robot:
         self.name = name or self.model.name
         # bytes: lxml refuses str input that carries an encoding declaration
         self.chain = pk.build_chain_from_urdf(self.model.text.encode()).to(dtype=world.dtype, device=world.device)
-        self.joint_names: list[str] = list(self.chain.get_joint_parameter_names())
+        self.full_joint_names: list[str] = list(self.chain.get_joint_parameter_names())
+        mimic = self.model.mimic
+        self.joint_names: list[str] = [n for n in self.full_joint_names if n not in mimic]
+        column = {n: k for k, n in enumerate(self.joint_names)}
+        # q_full = q @ A^T + b (module docstring): (F, D) and (F,) in the world's dtype.
+        self.mimic_matrix = torch.zeros(len(self.full_joint_names), self.dof, dtype=torch.float64)
+        self.mimic_offset = torch.zeros(len(self.full_joint_names), dtype=torch.float64)
+        for i, n in enumerate(self.full_joint_names):
+            leader, mult, off = mimic.get(n, (n, 1.0, 0.0))
+            self.mimic_matrix[i, column[leader]] = mult
+            self.mimic_offset[i] = off
+        self.mimic_matrix = self.mimic_matrix.to(dtype=world.dtype, device=world.device)
+        self.mimic_offset = self.mimic_offset.to(dtype=world.dtype, device=world.device)
         lower, upper = self.chain.get_joint_limits()
-        self.joint_limits = torch.stack([torch.as_tensor(lower), torch.as_tensor(upper)], -1).to(world.dtype)
+        independent = [self.full_joint_names.index(n) for n in self.joint_names]
+        self.joint_limits = torch.stack([torch.as_tensor(lower), torch.as_tensor(upper)], -1)[independent]
+        self.joint_limits = self.joint_limits.to(world.dtype)
         self.base_pose = checked_poses(base_pose, "base_pose", world.dtype, world.device)
         self._bodies: list[_Body] = []
         for link, (v, f) in self.model.collision.items():
@@ -216,19 +235,30 @@ class Robot:
             raise ValueError(f"{arg}: expected a float tensor of shape (batch, horizon, {self.dof}), got "
                              f"{getattr(q, 'dtype', type(q).__name__)}")
         if q.dim() < 1 or q.shape[-1] != self.dof:
+            follow = ", ".join(f"{n} = {m:g} * {leader} + {o:g}" for n, (leader, m, o) in self.model.mimic.items())
             raise ValueError(f"{arg}: expected shape (batch, horizon, {self.dof}) with the joints "
-                             f"{self.joint_names}, got {tuple(q.shape)}")
+                             f"{self.joint_names}, got {tuple(q.shape)}"
+                             + (f" (mimic joints are not in q; they follow: {follow})" if follow else ""))
         if q.device != self.world.device:
             raise ValueError(f"{arg}: is on {q.device} but the world is on {self.world.device}")
         if not bool(torch.isfinite(q).all()):
             raise ValueError(f"{arg}: contains NaN or Inf joint values")
         return q
 
+    def full_q(self, q: torch.Tensor) -> torch.Tensor:
+        """(..., len(full_joint_names)) pytorch_kinematics' joint vector of q (..., dof): mimic joints
+        filled from their leaders (module docstring); differentiable, linear. Unchecked."""
+        q = q.to(self.world.dtype)
+        if not self.model.mimic:  # the identity map: q itself, bitwise
+            return q
+        return q @ self.mimic_matrix.T + self.mimic_offset
+
     def link_transforms(self, q: torch.Tensor) -> torch.Tensor:
         """(..., F, 4, 4) world transforms of every kinematic frame (`chain.frame_to_idx`) at joint
         angles q (..., dof), base pose included. Unchecked (see `check_q`)."""
         lead = q.shape[:-1]
-        t = self.chain.forward_kinematics_tensor(q.reshape(-1, self.dof).to(self.world.dtype))  # (F, N, 4, 4)
+        full = self.full_q(q.reshape(-1, self.dof))
+        t = self.chain.forward_kinematics_tensor(full)  # (F, N, 4, 4)
         t = pose_to_matrix(self.base_pose) @ t
         return t.transpose(0, 1).reshape(*lead, t.shape[0], 4, 4)
 

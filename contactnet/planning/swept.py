@@ -56,14 +56,15 @@ class SweptResult(NamedTuple):
 
 
 def _reach_tables(robot: Robot):
-    """Static reach R (J, L) and prismatic incidence P (J, L, J) of the kinematic chain:
+    """Static reach R (J, L) and prismatic incidence P (J, L, J) of the kinematic chain (J: the full
+    joint vector, `Robot.full_joint_names`, mimic joints included):
     R[j, b] = lengths of the joint origins strictly below joint j down to body b's link + |the body's
     offset| + its mesh radius, for j an ancestor of b (1 for a prismatic j: its own speed); P[j, b, k]
     = 1 for the prismatic joints k strictly below j and above b (their extension adds to the reach)."""
     model, world = robot.model, robot.world
-    index = {n: i for i, n in enumerate(robot.joint_names)}
+    index = {n: i for i, n in enumerate(robot.full_joint_names)}  # mimic joints move bodies too
     joint_of = model.joint_of
-    J, L = robot.dof, len(robot.body_names)
+    J, L = len(robot.full_joint_names), len(robot.body_names)
     R = torch.zeros(J, L, dtype=torch.float64)
     P = torch.zeros(J, L, J, dtype=torch.float64)
     offsets = robot.body_offset.detach().double().cpu()
@@ -92,6 +93,8 @@ def motion_bounds(robot: Robot, q0: torch.Tensor, q1: torch.Tensor) -> torch.Ten
     joint-space segments q0 -> q1 (..., dof)."""
     R, P = _reach_tables(robot)
     R, P = R.to(q0.device), P.to(q0.device)
+    # Mimic joints (affine in q) move linearly on the segment too: bound the full joint vector.
+    q0, q1 = robot.full_q(q0), robot.full_q(q1)
     dq = (q1 - q0).abs().double()
     extent = torch.maximum(q0.abs(), q1.abs()).double()  # |q_k(t)| on the segment
     reach = R + torch.einsum("jbk,...k->...jb", P, extent)

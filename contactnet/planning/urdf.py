@@ -1,8 +1,10 @@
 """Reading a robot's collision geometry from a URDF: each link's `<collision>` elements (meshes,
 boxes, cylinders, spheres), with their `<origin>` and mesh `scale`, merged into one triangle soup in
 the link's frame, and the joint tree (parent / child links, joint origins), which `robot.py` uses
-for the adjacency rule and the swept check's motion bounds. Forward kinematics itself is
-pytorch_kinematics' (see robot.py); this module only reads geometry and topology.
+for the adjacency rule and the swept check's motion bounds, and `<mimic joint= multiplier= offset=>`
+(a joint that follows another: value = multiplier * leader + offset; defaults 1 and 0), which
+robot.py applies. Forward kinematics itself is pytorch_kinematics' (see robot.py); this module only
+reads geometry and topology.
 
 Mesh paths: `package://<pkg>/<rest>` resolves to `package_dirs[<pkg>]/<rest>` when package_dirs
 is a mapping {package name: folder}; otherwise to `<dir>/<pkg>/<rest>` for the first of
@@ -36,6 +38,8 @@ class UrdfJoint:
     child: str
     origin: np.ndarray  # (4, 4) float64: child joint frame in the parent link's frame
     axis: np.ndarray  # (3,) float64 unit axis in the joint frame
+    mimic: tuple[str, float, float] | None = None  # (leader joint, multiplier, offset): this joint's
+    #                                               value is multiplier * leader + offset (URDF <mimic>)
 
 
 @dataclass
@@ -57,6 +61,20 @@ class UrdfModel:
     def joint_of(self) -> dict[str, UrdfJoint]:
         """child link -> the joint that moves it."""
         return {j.child: j for j in self.joints}
+
+    @property
+    def mimic(self) -> dict[str, tuple[str, float, float]]:
+        """mimic joint -> (independent leader, multiplier, offset), chains of mimics composed (a
+        joint mimicking a mimic follows the first leader that is not one)."""
+        direct = {j.name: j.mimic for j in self.joints if j.mimic is not None}
+        out = {}
+        for name in direct:
+            leader, mult, off = direct[name]
+            while leader in direct:  # acyclic: load_urdf refuses cycles
+                up, m, o = direct[leader]
+                leader, mult, off = up, mult * m, mult * o + off
+            out[name] = (leader, mult, off)
+        return out
 
 
 def rpy_matrix(rpy) -> np.ndarray:
@@ -158,6 +176,22 @@ def _geometry(geometry: ET.Element, where: str, urdf_dir, package_dirs, tol: flo
     return np.asarray(tm.vertices, dtype=np.float64), np.asarray(tm.faces, dtype=np.int64)
 
 
+def _check_mimic(joints: list[UrdfJoint]) -> None:
+    """Every <mimic> names an existing movable joint, and no chain of mimics closes a loop."""
+    kinds = {j.name: j.type for j in joints}
+    leader_of = {j.name: j.mimic[0] for j in joints if j.mimic is not None}
+    for name, leader in leader_of.items():
+        if kinds.get(leader, "fixed") == "fixed":
+            raise ValueError(f"urdf: joint {name!r} mimics {leader!r}, which is not a movable joint of this "
+                             f"robot; movable joints: {[n for n, k in kinds.items() if k != 'fixed']}")
+        seen = [name]
+        while leader in leader_of:
+            if leader in seen:
+                raise ValueError(f"urdf: <mimic> joints form a loop: {' -> '.join(seen + [leader])}")
+            seen.append(leader)
+            leader = leader_of[leader]
+
+
 def load_urdf(urdf, package_dirs=(), tessellation_tol: float = 1e-3) -> UrdfModel:
     """Parse `urdf` (a file path, or the URDF text itself) into links, joints and per-link collision
     meshes in the link frame. package_dirs: {package: folder}, or folders searched for
@@ -193,8 +227,16 @@ def load_urdf(urdf, package_dirs=(), tessellation_tol: float = 1e-3) -> UrdfMode
             if not np.linalg.norm(axis) > 0:
                 raise ValueError(f"urdf: joint {name!r} has a zero axis")
             axis = axis / np.linalg.norm(axis)
+        mimic = j.find("mimic")
+        if mimic is not None:
+            if kind == "fixed":
+                raise ValueError(f"urdf: joint {name!r} is fixed and cannot <mimic> another joint")
+            mimic = (mimic.get("joint"),
+                     float(_numbers(mimic.get("multiplier"), 1, (1.0,), f"joint {name!r} mimic multiplier")[0]),
+                     float(_numbers(mimic.get("offset"), 1, (0.0,), f"joint {name!r} mimic offset")[0]))
         joints.append(UrdfJoint(name, kind, parent.get("link"), child.get("link"),
-                                _origin(j.find("origin"), f"joint {name!r}"), axis))
+                                _origin(j.find("origin"), f"joint {name!r}"), axis, mimic))
+    _check_mimic(joints)
     model = UrdfModel(root.get("name", "robot"), text, links, joints)
     for link in root.findall("link"):
         parts = []

@@ -37,7 +37,9 @@ def panda(tmp_path_factory):
 
 def test_panda_loads_with_stl_collision_meshes(panda):
     world, robot = panda
-    assert robot.dof == 9 and robot.joint_names[:7] == [f"panda_joint{i}" for i in range(1, 8)]
+    # panda_finger_joint2 mimics panda_finger_joint1: q is the 7 arm joints and one finger.
+    assert robot.joint_names == [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
+    assert robot.dof == 8 and robot.full_joint_names[-1] == "panda_finger_joint2"
     assert robot.body_names == [f"panda_link{i}" for i in range(8)] + ["panda_hand", "panda_leftfinger",
                                                                       "panda_rightfinger"]
     # link8 has no geometry: the hand is adjacent to link7 through it; the fingers to the hand.
@@ -69,3 +71,17 @@ def test_panda_ready_pose_is_free(panda):
     rc = RobotChecker(robot, CollisionChecker(world, "exact"), world_collision=False)
     res = rc.query(torch.tensor([[PANDA_READY]], dtype=torch.float64))
     assert not res.colliding.any()
+
+
+def test_panda_second_finger_follows_the_first(panda):
+    world, robot = panda
+    q = random_q(robot, 6, seed=1)
+    full = robot.full_q(q)
+    torch.testing.assert_close(full[:, -1], q[:, -1])  # <mimic joint="panda_finger_joint1"/>: 1 x + 0
+    t = robot.link_transforms(q)
+    left, right = (t[:, robot.chain.frame_to_idx[f"panda_{s}finger"]] for s in ("left", "right"))
+    hand = t[:, robot.chain.frame_to_idx["panda_hand"]]
+    # In the hand's frame the fingers sit symmetric about its z axis, each q[-1] from it along +-y.
+    rel_left, rel_right = torch.linalg.solve(hand, left), torch.linalg.solve(hand, right)
+    torch.testing.assert_close(rel_left[:, 1, 3], q[:, -1], atol=1e-9, rtol=0)
+    torch.testing.assert_close(rel_right[:, 1, 3], -q[:, -1], atol=1e-9, rtol=0)

@@ -289,3 +289,76 @@ def test_learned_hot_path_traces_without_graph_breaks():
     eager_cost, eager_grad = rc.robot_cost(q, env)
     torch.testing.assert_close(cost.detach(), eager_cost)
     torch.testing.assert_close(grad, eager_grad)
+
+
+# ---- <mimic> joints ---------------------------------------------------------------------------------
+MIMIC_URDF = URDF.parent / "mimic_gripper.urdf"
+
+
+def _mimic_world(obstacle: bool = True):
+    """The mimic gripper, with (obstacle) a post beside the fingers' tips (y in [-0.095, -0.075], z
+    in [0.09, 0.2]): finger_b, at y = -0.03 - 1.5 finger_a + 0.01, comes within 3 cm of it for
+    finger_a in [0.015, 0.025]; finger_a, the palm and the base stay farther."""
+    world = CollisionWorld(max_obstacles=2, dtype=torch.float64, num_points=64)
+    robot = Robot(MIMIC_URDF, world)
+    if obstacle:
+        world.add_cuboid("post", [0.03, 0.02, 0.11], [0.0, -0.085, 0.145, 1, 0, 0, 0])
+    return world, robot
+
+
+def test_mimic_joints_are_parsed_and_composed():
+    model = load_urdf(MIMIC_URDF)
+    assert model.mimic == {"finger_b_joint": ("finger_a_joint", -1.5, 0.01)}
+    chained = MIMIC_URDF.read_text().replace(
+        '<link name="finger_b">', '<link name="thumb"/><link name="finger_b">').replace(
+        "</robot>", '<joint name="thumb_joint" type="prismatic"><parent link="palm"/><child link="thumb"/>'
+                    '<axis xyz="1 0 0"/><limit lower="0" upper="1" effort="1" velocity="1"/>'
+                    '<mimic joint="finger_b_joint" multiplier="2" offset="0.5"/></joint></robot>')
+    # thumb = 2 * (-1.5 a + 0.01) + 0.5 = -3 a + 0.52
+    assert load_urdf(chained).mimic["thumb_joint"] == pytest.approx(("finger_a_joint", -3.0, 0.52))
+    with pytest.raises(ValueError, match="finger_b_joint' mimics 'nope', which is not a movable joint"):
+        load_urdf(MIMIC_URDF.read_text().replace('mimic joint="finger_a_joint"', 'mimic joint="nope"'))
+    looped = chained.replace('<mimic joint="finger_a_joint"', '<mimic joint="thumb_joint"')
+    with pytest.raises(ValueError, match="<mimic> joints form a loop"):
+        load_urdf(looped)
+
+
+def test_mimic_follower_tracks_its_leader():
+    world, robot = _mimic_world(obstacle=False)
+    assert robot.joint_names == ["wrist", "finger_a_joint"] and robot.dof == 2
+    assert robot.full_joint_names == ["wrist", "finger_a_joint", "finger_b_joint"]
+    torch.testing.assert_close(robot.joint_limits, torch.tensor([[-1.5, 1.5], [0.0, 0.04]], dtype=torch.float64))
+    q = random_q(robot, 6, seed=11)
+    torch.testing.assert_close(robot.full_q(q)[:, 2], -1.5 * q[:, 1] + 0.01)
+    t = robot.link_transforms(q)
+    text = MIMIC_URDF.read_text()
+    for k in range(len(q)):
+        ref = link_transforms(text, dict(zip(robot.joint_names, q[k].tolist())))  # reads <mimic> itself
+        for link, frame in robot.chain.frame_to_idx.items():
+            np.testing.assert_allclose(t[k, frame].numpy(), ref[link], atol=1e-12)
+
+
+def test_mimic_cost_gradient_reaches_the_leader():
+    # Only finger_b (the follower) comes near the post, so d cost / d finger_a is the follower's
+    # contribution carried back through the multiplier: it must match finite differences.
+    world, robot = _mimic_world()
+    rc = RobotChecker(robot, CollisionChecker(world, "exact", eta=0.03), self_collision=False)
+    q = torch.tensor([[[0.1, 0.015], [-0.05, 0.02], [0.2, 0.025]]], dtype=torch.float64)
+    world_cost, _ = rc.body_costs(q)
+    follower = robot.body_names.index("finger_b")
+    assert bool((world_cost[..., follower] > 0).all())
+    assert bool((world_cost.sum(-1) == world_cost[..., follower]).all())  # nothing else is near the post
+    assert not bool(rc.query(q).colliding.any())
+    cost, grad = rc.robot_cost(q)
+    # Opening finger_a moves finger_b (multiplier -1.5) towards the post: the cost grows with it.
+    assert bool((grad[..., 1] > 0).all())
+    torch.testing.assert_close(grad, _fd(lambda x: rc.cost(x), q), atol=2e-6, rtol=1e-4)
+
+
+def test_wrong_dof_names_the_independent_joints_and_the_mimic_rule():
+    world, robot = _mimic_world()
+    rc = RobotChecker(robot, CollisionChecker(world, "exact"))
+    with pytest.raises(ValueError, match=r"q: expected shape \(batch, horizon, 2\) with the joints \['wrist', "
+                                         r"'finger_a_joint'\], got \(1, 1, 3\) \(mimic joints are not in q; "
+                                         r"they follow: finger_b_joint = -1.5 \* finger_a_joint \+ 0.01\)"):
+        rc.robot_cost(torch.zeros(1, 1, 3, dtype=torch.float64))
