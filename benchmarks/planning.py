@@ -15,9 +15,13 @@ moving mesh against all 8 obstacles of its environment (4 environments).
 Panda rows (robosuite's Panda URDF and STL meshes, robosuite household clutter on a table; skipped
 with a note when no robosuite wheel is on this machine): `RobotChecker.cost` of every link against
 every obstacle and `robot_cost` (cost + joint-space gradient) for batch x horizon configurations
-uniform within the joint limits, per backend, against a python-fcl loop over the same link-obstacle
-pairs (collide, and distance when free). A "link query" is one (link, enabled obstacle) pair: 11
-links x 6 obstacles per configuration (the learned backends also evaluate the 2 empty slots, masked).
+uniform within the joint limits (1 x 1, 32 x 16, then --panda-batch x --panda-horizon, 256 x 64 by
+default: 1.08M link queries; --quick: 1 x 1 and 4 x 4), per backend, against a python-fcl loop over
+the same link-obstacle pairs (collide, and distance when free). A "link query" is one (link,
+enabled obstacle) pair: 11 links x 6 obstacles per configuration (the learned backends also
+evaluate the 2 empty slots, masked). Subsampled and extrapolated (the "timed" columns say how many
+were timed): the exact backend on at most --exact-max link queries, gradients on at most 16384,
+the python-fcl loop on at most 1024.
 Then the accuracy gap of a sphere-approximated Panda (cuRobo-style: spheres inside each link's
 volume, centres by farthest-point sampling of its voxels, radius the distance to the surface) against
 the exact meshes, on configurations within 5 cm of the clutter: false collisions (spheres hit, the
@@ -210,6 +214,9 @@ def world_cost_rows(world: CollisionWorld, checkers: dict, sizes: list[int], tim
     return rows
 
 
+PANDA_SIZES = [(1, 1), (32, 16)]  # (batch, horizon); then (--panda-batch, --panda-horizon), 256 x 64 by
+#                                  default: 16384 configurations x 11 links x 6 obstacles = 1.08M link queries
+PANDA_QUICK_SIZES = [(1, 1), (4, 4)]
 PANDA_SPHERES = (4, 8, 16)  # spheres per link
 PANDA_INFLATE = 0.01  # metres: the margin a sphere planner adds (cuRobo's collision activation distance)
 
@@ -260,6 +267,14 @@ def sphere_verdicts(robot, spheres, q, obstacles, inflate: float) -> np.ndarray:
     return out
 
 
+def panda_sizes(args) -> list[tuple[int, int]]:
+    """(batch, horizon) of the Panda speed rows: small ones, then the requested largest."""
+    if args.quick:
+        return PANDA_QUICK_SIZES
+    return [s for s in PANDA_SIZES if s[0] * s[1] < args.panda_batch * args.panda_horizon] + \
+        [(args.panda_batch, args.panda_horizon)]
+
+
 def panda_rows(args, device, timed, gpu_only: bool = False) -> tuple[list[dict], list[dict], str]:
     """Panda speed rows, sphere accuracy rows and a note (module docstring); gpu_only leaves out the
     python-fcl timing (a CPU peer), not the accuracy gap (fcl is its sphere oracle, untimed)."""
@@ -286,35 +301,39 @@ def panda_rows(args, device, timed, gpu_only: bool = False) -> tuple[list[dict],
     checkers["exact"] = CollisionChecker(world, "exact", validate=False)
     g = torch.Generator().manual_seed(3)
     lim = robot.joint_limits.float()
-    b, h = args.panda_batch, args.panda_horizon
-    q = (lim[:, 0] + torch.rand(b, h, robot.dof, generator=g) * (lim[:, 1] - lim[:, 0])).to(device)
     n_links, n_obs = len(robot.body_names), len(obstacle_names)
-    rows = []
-    for name, checker in checkers.items():
-        rc = RobotChecker(robot, checker, self_collision=False)
-        # The exact backend is timed on at most --exact-max link queries' worth of configurations.
-        k = b * h if checker.learned else max(1, min(b * h, args.exact_max // (n_links * n_obs)))
-        qk = q.reshape(-1, robot.dof)[:k][None]
-        with torch.no_grad():
-            seconds = timed(lambda: rc.cost(qk), k * n_links * n_obs, not checker.learned)
-        grad_seconds = timed(lambda: rc.robot_cost(qk), k * n_links * n_obs, not checker.learned)
-        pairs = k * n_links * n_obs
-        rows.append({"backend": name, "configs": f"{b}x{h}", "link_queries": b * h * n_links * n_obs,
-                     "timed": pairs, "latency_ms": 1e3 * seconds * b * h / k, "qps": pairs / seconds,
-                     "us_per_link_query": 1e6 * seconds / pairs, "grad_latency_ms": 1e3 * grad_seconds * b * h / k,
-                     "grad_us_per_link_query": 1e6 * grad_seconds / pairs})
-    # python-fcl over the same (link, obstacle) pairs of the first configurations.
+    per_config = n_links * n_obs  # link queries per configuration
     models = fcl_models(world)
-    k = max(1, min(b * h, FCL_MAX // (n_links * n_obs)))
-    poses = robot.body_poses(q.reshape(-1, robot.dof)[:k]).cpu()  # (k, L, 7)
     slots = [world.obstacle(n)[1] for n in obstacle_names]
-    ids_a = robot.body_mesh.cpu()[None, :, None].expand(k, n_links, n_obs).reshape(-1)
-    ids_b = world.obstacle_mesh[0, slots].cpu()[None, None, :].expand(k, n_links, n_obs).reshape(-1)
-    pa = poses[:, :, None, :].expand(k, n_links, n_obs, 7).reshape(-1, 7)
-    pb = world.obstacle_pose[0, slots].cpu()[None, None].expand(k, n_links, n_obs, 7).reshape(-1, 7)
-    if not gpu_only:
+    rows = []
+    for b, h in panda_sizes(args):
+        q = (lim[:, 0] + torch.rand(b, h, robot.dof, generator=g) * (lim[:, 1] - lim[:, 0])).to(device)
+        for name, checker in checkers.items():
+            rc = RobotChecker(robot, checker, self_collision=False)
+            # The exact backend is timed on at most --exact-max link queries' worth of configurations,
+            # every backend's gradient on at most GRAD_MAX (the backward graph of 1M link queries is GBs).
+            k = b * h if checker.learned else max(1, min(b * h, args.exact_max // per_config))
+            kg = max(1, min(k, GRAD_MAX // per_config))
+            qk, qg = q.reshape(-1, robot.dof)[:k][None], q.reshape(-1, robot.dof)[:kg][None]
+            with torch.no_grad():
+                seconds = timed(lambda: rc.cost(qk), k * per_config, not checker.learned)
+            grad_seconds = timed(lambda: rc.robot_cost(qg), kg * per_config, not checker.learned)
+            rows.append({"backend": name, "configs": f"{b}x{h}", "link_queries": b * h * per_config,
+                         "timed": k * per_config, "latency_ms": 1e3 * seconds * b * h / k,
+                         "qps": k * per_config / seconds, "us_per_link_query": 1e6 * seconds / (k * per_config),
+                         "grad_timed": kg * per_config, "grad_latency_ms": 1e3 * grad_seconds * b * h / kg,
+                         "grad_us_per_link_query": 1e6 * grad_seconds / (kg * per_config)})
+        if gpu_only:
+            continue
+        # python-fcl over the same (link, obstacle) pairs of the first configurations.
+        k = max(1, min(b * h, FCL_MAX // per_config))
+        poses = robot.body_poses(q.reshape(-1, robot.dof)[:k]).cpu()  # (k, L, 7)
+        ids_a = robot.body_mesh.cpu()[None, :, None].expand(k, n_links, n_obs).reshape(-1)
+        ids_b = world.obstacle_mesh[0, slots].cpu()[None, None, :].expand(k, n_links, n_obs).reshape(-1)
+        pa = poses[:, :, None, :].expand(k, n_links, n_obs, 7).reshape(-1, 7)
+        pb = world.obstacle_pose[0, slots].cpu()[None, None].expand(k, n_links, n_obs, 7).reshape(-1, 7)
         seconds = timed(lambda: fcl_loop(models, ids_a, ids_b, pa, pb), len(ids_a), True)
-        rows.append({"backend": "python-fcl loop", "configs": f"{b}x{h}", "link_queries": b * h * n_links * n_obs,
+        rows.append({"backend": "python-fcl loop", "configs": f"{b}x{h}", "link_queries": b * h * per_config,
                      "timed": len(ids_a), "latency_ms": 1e3 * seconds * b * h / k, "qps": len(ids_a) / seconds,
                      "us_per_link_query": 1e6 * seconds / len(ids_a)})
 
@@ -357,16 +376,16 @@ def main() -> None:
     parser.add_argument("--exact-max", type=int, default=4096, help="exact queries timed per size (subsample)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--out", default=None)
-    parser.add_argument("--panda-batch", type=int, default=32, help="Panda configurations: batch")
-    parser.add_argument("--panda-horizon", type=int, default=16, help="Panda configurations: horizon")
+    parser.add_argument("--panda-batch", type=int, default=256, help="Panda's largest size: batch")
+    parser.add_argument("--panda-horizon", type=int, default=64, help="Panda's largest size: horizon "
+                        "(256 x 64 x 11 links x 6 obstacles = 1.08M link queries)")
     parser.add_argument("--panda-accuracy", type=int, default=400, help="configurations of the sphere accuracy gap")
     parser.add_argument("--panda-only", action="store_true", help="only the Panda rows")
     parser.add_argument("--no-panda", action="store_true", help="skip the Panda rows")
     add_device_option(parser)
     args = parser.parse_args()
     gpu_only = cuda_only(args)  # the python-fcl loop is a CPU peer: left out
-    if args.quick:
-        args.panda_batch, args.panda_horizon = min(args.panda_batch, 4), min(args.panda_horizon, 4)
+    if args.quick:  # Panda sizes: PANDA_QUICK_SIZES
         args.panda_accuracy = min(args.panda_accuracy, 40)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -462,10 +481,12 @@ def print_panda(rows, accuracy, note, device) -> None:
     if note:
         print(f"\n{note}")
         return
-    print(f"\nPanda links vs household clutter on {device}: cost of batch x horizon configurations "
-          f"(latency of the whole batch, extrapolated where timed < link_queries), + joint-space gradient")
+    print(f"\nPanda links vs household clutter on {device}: cost of batch x horizon configurations, one link "
+          f"query = one (link, obstacle) pair; latency of the whole batch, extrapolated where timed < "
+          f"link_queries (subsampled: exact on at most --exact-max link queries, python-fcl loop on at most "
+          f"{FCL_MAX}, same pairs); + joint-space gradient (robot_cost, timed on at most {GRAD_MAX})")
     print_table(rows, ["backend", "configs", "link_queries", "timed", "latency_ms", "qps", "us_per_link_query",
-                       "grad_latency_ms", "grad_us_per_link_query"])
+                       "grad_timed", "grad_latency_ms", "grad_us_per_link_query"])
     print("\nsphere-approximated Panda vs the exact meshes, configurations within 5 cm of the clutter")
     print_table(accuracy, ["spheres_per_link", "inflate_m", "configs", "colliding", "false_collisions",
                            "missed_collisions", "false_rate", "miss_rate"])
