@@ -10,6 +10,14 @@ Queries (leading batch shape `...` is anything, e.g. (B, Q) or (B, H) trajectori
 - `cost(mesh, poses, env_idx)` (also `forward`): the summed activation-distance cost (cost.py),
   differentiable with respect to `poses` for every backend.
 
+Voxel grids (`CollisionWorld.add_voxel_grid`) have no mesh view: `world_query` and `cost` see them,
+for every backend alike, through the query mesh's probe (grid_probe.py: the min of the grid's
+trilinear value over surface and interior points of the mesh; the bound on what it can miss, and
+the margin that covers it, are stated there). `WorldResult.per_grid` holds those distances; the
+cost adds collision_cost(d, eta) per grid slot. Fixed shapes and no sync: the table's slots up to
+the last one in use (`CollisionWorld.grid_slots`, host state that changes only when a grid is
+added or removed) are computed and masked; none when the world holds no grid.
+
 Certified hybrid ("hybrid", a LOCC or Global-OCN `model` and a threshold `tau` > 0): the network's
 verdict stands where it is confident, |logit| >= tau, and the exact kernels decide the rest, so
 wherever a query is deferred its verdict is the exact backend's. `pairwise` decides per pair,
@@ -37,6 +45,7 @@ from contactnet.models.collision_nets import LOCC, CollisionNet, GlobalOCN
 from contactnet.models.encoder import ShapeEmbedding
 from contactnet.planning.cost import collision_cost, learned_collision_cost
 from contactnet.planning.exact import exact_signed_distance
+from contactnet.planning.grid_probe import grid_distances
 from contactnet.planning.hybrid import defer
 from contactnet.planning.world import CollisionWorld
 
@@ -62,6 +71,11 @@ class WorldResult(NamedTuple):
     per_obstacle: torch.Tensor  # (..., N) logits (learned, hybrid; -inf when disabled) or signed
     #                             distances (exact, +inf when disabled), one per obstacle slot
     deferred: torch.Tensor | None = None  # (..., N) bool, hybrid only: slots decided exactly
+    per_grid: torch.Tensor | None = None  # (..., G) probe signed distance to each voxel-grid slot (the
+    #                                       first G = CollisionWorld.grid_slots of the table)
+    #                                       (grid_probe.py; +inf when disabled), None without grids;
+    #                                       every backend: a grid < 0 makes `colliding` (and
+    #                                       probability 1), and the exact `signed_distance` is the min
 
 
 class CollisionChecker(nn.Module):
@@ -71,14 +85,15 @@ class CollisionChecker(nn.Module):
     eta: activation distance of the cost (metres); chunk: queries per network call (bounds memory);
     penetration_tol: bisection tolerance of the exact penetration estimate (metres); validate:
     check every argument (names, shapes, NaN) — turn off on a compiled / graph-captured hot path;
-    tau (hybrid only, > 0, inf defers everything): queries with |logit| < tau get the exact verdict.
+    tau (hybrid only, > 0, inf defers everything): queries with |logit| < tau get the exact verdict;
+    grid_max_points: probe-point evaluations per step of the voxel-grid term (bounds its memory).
     The model is moved to the world's device, put in eval mode and frozen (requires_grad False) in
     place: pose gradients never need weight gradients.
     """
 
     def __init__(self, world: CollisionWorld, backend: str = "exact", model: CollisionNet | None = None,
                  eta: float = 0.02, chunk: int = 16384, penetration_tol: float = 1e-3, validate: bool = True,
-                 tau: float | None = None):
+                 tau: float | None = None, grid_max_points: int = 1 << 22):
         super().__init__()
         if not isinstance(world, CollisionWorld):
             raise ValueError(f"world: expected a CollisionWorld, got {type(world).__name__}")
@@ -96,6 +111,9 @@ class CollisionChecker(nn.Module):
         if backend == "hybrid" and (isinstance(tau, bool) or not isinstance(tau, (int, float)) or not tau > 0):
             raise ValueError(f"tau: backend 'hybrid' needs a threshold tau > 0 (queries with |logit| < tau go "
                              f"to the exact check), got {tau!r}")
+        if isinstance(grid_max_points, bool) or not isinstance(grid_max_points, int) or grid_max_points < 1:
+            raise ValueError(f"grid_max_points: expected an int >= 1, got {grid_max_points!r}")
+        self.grid_max_points = grid_max_points
         self.tau = None if tau is None else float(tau)
         self.world, self.backend, self.eta = world, backend, float(eta)
         self.chunk, self.penetration_tol, self.validate = chunk, float(penetration_tol), validate
@@ -265,7 +283,21 @@ class CollisionChecker(nn.Module):
                              f"{tuple(shape)}") from None
         env = self._env(env_idx, shape).reshape(-1)
         w = self.world
-        return shape, ids, poses.reshape(-1, 7), w.obstacle_mesh[env], w.obstacle_pose[env], w.obstacle_enabled[env]
+        return (shape, ids, poses.reshape(-1, 7), w.obstacle_mesh[env], w.obstacle_pose[env], w.obstacle_enabled[env],
+                env)
+
+    def _grid(self, ids, poses, env) -> torch.Tensor | None:
+        """(Q, G) probe signed distances (grid_probe.py) of meshes ids (Q,) at poses (Q, 7) to the
+        voxel-grid slots of environments env (Q,), +inf where disabled; None when the world has no
+        grid. G = `CollisionWorld.grid_slots` (host state: no sync); every one of them is computed
+        and masked (fixed shapes)."""
+        w = self.world
+        slots = w.grid_slots  # host state: only the slots up to the last one in use
+        if slots == 0:
+            return None
+        table = w.tables["voxel_grid"]
+        return grid_distances(w.probe_store, w.sphere_store, ids, poses.to(w.dtype), table.ids[env, :slots],
+                              table.pose[env, :slots], table.enabled[env, :slots], self.grid_max_points)
 
     def _per_obstacle(self, ids, poses, obs_ids, obs_poses, enabled, upper_bound=None):
         """(Q, N) logits (learned, every slot computed then masked to -inf) or signed distances
@@ -281,8 +313,22 @@ class CollisionChecker(nn.Module):
     def world_query(self, mesh, poses: torch.Tensor, env_idx=None) -> WorldResult:
         """Mesh `mesh` (name/id, or (...) ids) at poses (..., 7) against every enabled obstacle of
         environment env_idx (...) (int, tensor, or None for environment 0)."""
-        shape, ids, poses, obs_ids, obs_poses, enabled = self._world_pairs(mesh, poses, env_idx)
+        shape, ids, poses, obs_ids, obs_poses, enabled, env = self._world_pairs(mesh, poses, env_idx)
         per, hit = self._per_obstacle(ids, poses, obs_ids, obs_poses, enabled)
+        result = self._world_result(shape, ids, poses, obs_ids, obs_poses, per, hit)
+        grid = self._grid(ids, poses, env)
+        if grid is None:
+            return result
+        inside = (grid < 0).any(-1).reshape(shape)
+        signed = result.signed_distance
+        if self.backend == "exact":
+            signed = torch.minimum(signed, grid.min(-1).values.to(signed.dtype).reshape(shape))
+        return result._replace(colliding=result.colliding | inside,
+                               probability=torch.maximum(result.probability, inside.to(result.probability.dtype)),
+                               signed_distance=signed, per_grid=grid.reshape(*shape, -1))
+
+    def _world_result(self, shape, ids, poses, obs_ids, obs_poses, per, hit) -> WorldResult:
+        """world_query over the mesh-view slots."""
         n = per.shape[-1]
         if self.backend == "hybrid":
             # Per slot, then the any. A deferred slot is checked even beside a confident hit in the
@@ -307,7 +353,8 @@ class CollisionChecker(nn.Module):
     def cost(self, mesh, poses: torch.Tensor, env_idx=None, eta: float | None = None) -> torch.Tensor:
         """(...) collision cost of mesh at poses (..., 7) summed over the enabled obstacles of its
         environment: `collision_cost(signed distance, eta)` (exact) or `learned_collision_cost(logit,
-        eta)` (learned and hybrid). Differentiable with respect to `poses`.
+        eta)` (learned and hybrid), plus `collision_cost` of the probe distance to each enabled voxel
+        grid (any backend; module docstring). Differentiable with respect to `poses`.
 
         The hybrid uses the learned cost: it is smooth in the logit everywhere, whereas switching
         to the exact cost where |logit| < tau would make the cost jump at the threshold and change
@@ -316,14 +363,19 @@ class CollisionChecker(nn.Module):
         eta = self.eta if eta is None else float(eta)
         if not eta > 0:
             raise ValueError(f"eta: expected an activation distance > 0, got {eta}")
-        shape, ids, poses, obs_ids, obs_poses, enabled = self._world_pairs(mesh, poses, env_idx)
+        shape, ids, poses, obs_ids, obs_poses, enabled, env = self._world_pairs(mesh, poses, env_idx)
         if self.learned:
             logit, _ = self._per_obstacle(ids, poses, obs_ids, obs_poses, enabled)
             # softplus(-inf) = 0 for disabled slots, with zero gradient.
-            return learned_collision_cost(logit, eta).sum(-1).reshape(shape)
-        # Beyond eta the cost is 0: the distance search stops there (upper bound).
-        signed, _ = self._per_obstacle(ids, poses, obs_ids, obs_poses, enabled, upper_bound=eta)
-        return collision_cost(signed, eta).sum(-1).reshape(shape)
+            cost = learned_collision_cost(logit, eta).sum(-1)
+        else:
+            # Beyond eta the cost is 0: the distance search stops there (upper bound).
+            signed, _ = self._per_obstacle(ids, poses, obs_ids, obs_poses, enabled, upper_bound=eta)
+            cost = collision_cost(signed, eta).sum(-1)
+        grid = self._grid(ids, poses, env)
+        if grid is not None:  # every backend: the grid is geometry (cost 0, gradient 0 where +inf)
+            cost = cost + collision_cost(grid, eta).sum(-1).to(cost.dtype)
+        return cost.reshape(shape)
 
     def forward(self, mesh, poses: torch.Tensor, env_idx=None) -> torch.Tensor:
         return self.cost(mesh, poses, env_idx)

@@ -27,6 +27,11 @@ them. Two tools, for two jobs:
   Syncs: which pairs are still open is data dependent, so every step synchronises. It is the
   verifier of a trajectory a planner keeps, like the exact backend.
 
+  Voxel grids are not part of this verdict (it reads the mesh-view obstacles): advancement needs a
+  certified lower bound of the distance, which a grid gives only inside its box and, between probe
+  points, only up to the grid's Lipschitz constant times the probe radius (grid_probe.py). Check a
+  grid world's waypoints densely with `RobotChecker.query`, or give the obstacles as meshes.
+
 - `swept_cost` (the optimiser's term): cuRobo's speed-weighted cost. Each segment is sampled at
   `substeps` + 1 points in joint space and the per-body collision cost is integrated along each
   body's path: sum over sub-intervals of the mean of the two end costs times the distance the

@@ -25,8 +25,10 @@ environment. Two views of each obstacle, written together by `set_pose` / `set_e
   never miss a contact; see primitives.py), registered as a mesh named `_<kind>/<obstacle>`;
   point clouds the octahedra of point_clouds.py, with the cloud's own points and open3d normals as
   the learned models' input. Voxel grids have no mesh view (a sampled distance has no surface for
-  the exact kernels): they serve sphere queries, built from a world whose other obstacles already
-  serve the mesh backends;
+  the exact kernels or the networks): a query mesh sees them through its probe (grid_probe.py:
+  surface and interior points at `probe_spacing`, `probe_store`), the trilinear value at its
+  points, with the bound stated there (a contact narrower than the probe spacing and the voxel
+  size can be missed; an activation distance above the probe radius plus the grid's error covers it);
 - the sphere-query view (spheres.py), exact: one `SlotTable` per family in `tables`, sized by
   `cache` (slots per environment, as cuRobo's `cache={"obb": 10, "mesh": 3}`): "primitive"
   (analytic distances), "mesh" (the meshes' triangles), "point_cloud", "voxel_grid".
@@ -50,6 +52,7 @@ from contactnet.geometry.mesh import Mesh, MeshLibrary
 from contactnet.geometry.poses import transform_points
 from contactnet.geometry.sampling import sample_surface_even
 from contactnet.planning import point_clouds
+from contactnet.planning.grid_probe import mesh_probe
 from contactnet.planning.pose_input import checked_poses
 from contactnet.planning.primitives import NUM_PARAMS, PrimitiveKind, primitive_params, tessellate
 from contactnet.planning.slots import SlotTable
@@ -68,15 +71,23 @@ class CollisionWorld:
     models' input (the paper's K = 1500); seed: the sampling seed; cache: sphere-query slots per
     environment per family ({"primitive", "mesh", "point_cloud", "voxel_grid"} -> int, each
     max_obstacles unless given); tessellation_tol: metres, how far outside a curved primitive its
-    mesh view may lie.
+    mesh view may lie; probe_spacing (metres) / probe_max_points: the probe through which query
+    meshes see voxel grids (grid_probe.py), built on first use.
     """
 
     def __init__(self, num_envs: int = 1, max_obstacles: int = 16, device: torch.device | str = "cpu",
                  dtype: torch.dtype = torch.float32, num_points: int = 1500, seed: int = 0,
-                 cache: dict | None = None, tessellation_tol: float = 1e-3):
+                 cache: dict | None = None, tessellation_tol: float = 1e-3, probe_spacing: float = 0.02,
+                 probe_max_points: int = 2048):
         for name, v in (("num_envs", num_envs), ("max_obstacles", max_obstacles), ("num_points", num_points)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name}: expected an int >= 1, got {v!r}")
+        if isinstance(probe_max_points, bool) or not isinstance(probe_max_points, int) or probe_max_points < 8:
+            raise ValueError(f"probe_max_points: expected an int >= 8, got {probe_max_points!r}")
+        if isinstance(probe_spacing, bool) or not isinstance(probe_spacing, (int, float)) or not probe_spacing > 0:
+            raise ValueError(f"probe_spacing: expected a number > 0 (metres), got {probe_spacing!r}")
+        self.probe_spacing, self.probe_max_points = float(probe_spacing), probe_max_points
+        self._probe: dict | None = None
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype: expected torch.float32 or torch.float64, got {dtype}")
         self.device, self.dtype = torch.device(device), dtype
@@ -144,6 +155,7 @@ class CollisionWorld:
         self._num_rows += int(sphere_queryable)
         self._library = None
         self._store = None
+        self._probe = None
         self.version += 1
         return self._mesh_ids[name]
 
@@ -249,6 +261,7 @@ class CollisionWorld:
             table, env, slot = self._views.pop(name)
             self.tables[table].free(env, slot)
             del self._kinds[name]
+            self._count_grid_slots()
 
     def set_pose(self, name: str, pose=None) -> None:
         """Write obstacle `name`'s pose (7,) in place (identity if None), checked as every pose
@@ -349,6 +362,7 @@ class CollisionWorld:
         self._clouds: list[tuple[torch.Tensor, float]] = []  # (recentred points, point_radius)
         self._grids: list[VoxelGrid] = []
         self._store: dict | None = None
+        self.grid_slots = 0  # see _count_grid_slots
 
     def _add_primitive(self, name, kind: PrimitiveKind, params, pose, env, enabled) -> int:
         self._new_name(name)
@@ -438,15 +452,18 @@ class CollisionWorld:
                            kind="point_cloud")
 
     def add_voxel_grid(self, name: str, grid: VoxelGrid, pose=None, env: int = 0, enabled: bool = True) -> int:
-        """A signed-distance `VoxelGrid` placed at `pose` (its frame); sphere queries only (see the
-        module docstring). Returns its voxel_grid slot."""
+        """A signed-distance `VoxelGrid` placed at `pose` (its frame), seen by sphere queries
+        (trilinear) and by mesh queries through their probes (module docstring). Returns its
+        voxel_grid slot."""
         self._new_name(name)
         if not isinstance(grid, VoxelGrid):
             raise ValueError(f"grid: expected a VoxelGrid, got {type(grid).__name__}")
         pose = self._pose(pose)
         self._grids.append(grid)
         self._store = None
-        return self._place(name, None, pose, env, enabled, "voxel_grid", len(self._grids) - 1, kind="voxel_grid")
+        slot = self._place(name, None, pose, env, enabled, "voxel_grid", len(self._grids) - 1, kind="voxel_grid")
+        self._count_grid_slots()
+        return slot
 
     def _new_name(self, name) -> None:
         if not isinstance(name, str) or not name:
@@ -487,6 +504,34 @@ class CollisionWorld:
                                grid_voxel=voxel)
         return self._store
 
+    @property
+    def probe_store(self) -> dict:
+        """The probes through which every registered mesh sees voxel grids (grid_probe.py), built on
+        first use after a mesh is added: points (M, Smax, 3) world dtype in each mesh's frame, valid
+        (M, Smax) bool, radius (M,) float64 (every surface point within it of a probe point), spacing
+        (M,) float64 (the lattice pitch used, >= probe_spacing)."""
+        if self._probe is None:
+            if not self._meshes:
+                raise ValueError("world: no mesh registered; call add_mesh first")
+            probes = [mesh_probe(m.vertices.numpy(), m.faces.numpy(), self.probe_spacing, self.probe_max_points)
+                      for m in self._meshes]
+            smax = max(len(p) for p, _, _ in probes)
+            points = torch.zeros(len(probes), smax, 3, dtype=self.dtype)
+            valid = torch.zeros(len(probes), smax, dtype=torch.bool)
+            for i, (p, _, _) in enumerate(probes):
+                points[i, :len(p)], valid[i, :len(p)] = torch.as_tensor(p), True
+            self._probe = dict(points=points.to(self.device), valid=valid.to(self.device),
+                               radius=torch.tensor([r for _, r, _ in probes], dtype=torch.float64),
+                               spacing=torch.tensor([s for _, _, s in probes], dtype=torch.float64))
+        return self._probe
+
+    def _count_grid_slots(self) -> None:
+        """`grid_slots`: 1 + the highest voxel-grid slot in use in any environment, 0 without grids;
+        a plain int (host state, read by traced queries without a sync), kept when grids come and go.
+        The mesh queries evaluate that many grid slots (grid_probe.py)."""
+        used = np.flatnonzero(self.tables["voxel_grid"]._used.any(0))
+        self.grid_slots = int(used[-1]) + 1 if used.size else 0
+
     # ---- inspection and export ------------------------------------------------------------------
     def memory_bytes(self) -> dict[str, int]:
         """Bytes on the device per part: mesh library (+ BVH if built), encoder inputs, mesh-view
@@ -498,6 +543,7 @@ class CollisionWorld:
                "mesh_view_slots": size([self.obstacle_mesh, self.obstacle_pose, self.obstacle_enabled])}
         out.update({f"{t}_slots": self.tables[t].memory_bytes() for t in TABLES})
         out["sphere_store"] = size(self._store.values()) if self._store is not None else 0
+        out["probe_store"] = size(self._probe.values()) if self._probe is not None else 0
         return out
 
     def describe(self) -> str:
