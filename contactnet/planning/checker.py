@@ -47,6 +47,7 @@ from contactnet.planning.cost import collision_cost, learned_collision_cost
 from contactnet.planning.exact import exact_signed_distance
 from contactnet.planning.grid_probe import grid_distances
 from contactnet.planning.hybrid import defer
+from contactnet.planning.pose_input import POSE_ORDER
 from contactnet.planning.world import CollisionWorld
 
 __all__ = ["BACKENDS", "CollisionChecker", "PairResult", "WorldResult"]
@@ -180,9 +181,10 @@ class CollisionChecker(nn.Module):
             if poses.device != self.world.device:
                 raise ValueError(f"{arg}: is on {poses.device} but the world is on {self.world.device}")
             if not bool(torch.isfinite(poses).all()):
-                raise ValueError(f"{arg}: contains NaN or Inf")
+                raise ValueError(f"{arg}: contains NaN or Inf; poses are {POSE_ORDER}")
             if bool((poses[..., 3:].norm(dim=-1) == 0).any()):
-                raise ValueError(f"{arg}: contains a zero quaternion")
+                raise ValueError(f"{arg}: contains a zero quaternion; poses are {POSE_ORDER} (query poses are "
+                                 f"normalised, so any other norm is accepted)")
         return poses
 
     def _ids(self, names, arg: str) -> torch.Tensor:
