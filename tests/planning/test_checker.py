@@ -228,7 +228,8 @@ def test_bad_input_raises_clear_errors(world, trained):
             checker.pairwise("l_bracket", "l_bracket", torch.full((1, 7), float("nan")), good)
         with pytest.raises(ValueError, match="poses: contains NaN"):
             checker.world_query("l_bracket", torch.full((2, 7), float("nan")))
-        with pytest.raises(ValueError, match=r"poses: contains a zero quaternion; poses are \[x, y, z, qw, qx, qy, qz\]"):
+        with pytest.raises(ValueError, match=r"poses: contains a zero quaternion; poses are "
+                                             r"\[x, y, z, qw, qx, qy, qz\]"):
             checker.cost("l_bracket", torch.zeros(1, 7))
         with pytest.raises(ValueError, match="a, b: id shapes"):
             checker.pairwise(torch.tensor([0, 1, 2]), "l_bracket", good.repeat(2, 1), good.repeat(2, 1))
