@@ -2,9 +2,9 @@
 kind (cuboids, spheres, capsules, cylinders, meshes, point clouds, voxel grids) with cuRobo-layout
 sphere queries (`sphere_cost`, `sphere_signed_distance`), and
 a `CollisionChecker` (learned, exact or certified hybrid backend) with batched, differentiable
-queries and costs, and `choose_tau` / `hybrid_summary` to set the hybrid's threshold; robots from
-URDF (`Robot`, `RobotChecker`: link meshes, self-collision, attached objects, joint-space cost and
-gradient) and swept checks between waypoints (`swept_check`, `swept_cost`). No Lightning import."""
+queries and costs (voxel grids seen through each query mesh's probe, grid_probe.py), and `choose_tau` / `hybrid_summary` to set the hybrid's threshold; robots from
+URDF (`Robot`, `RobotChecker`: link meshes, `<mimic>` joints, self-collision, attached objects,
+joint-space cost and gradient) and swept checks between waypoints (`swept_check`, `swept_cost`). No Lightning import."""
 
 from contactnet.planning.checker import BACKENDS, CollisionChecker, PairResult, WorldResult
 from contactnet.planning.cost import collision_cost, learned_collision_cost
