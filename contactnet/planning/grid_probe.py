@@ -17,8 +17,11 @@ The probe of a mesh (`mesh_probe`, built once per mesh, at the world's `probe_sp
   <= s / sqrt(3) of a probe point (`radius`);
 - the interior: the centres of a lattice of pitch s inside the mesh (generalised winding number
   >= 0.5, the project's containment rule), so an obstacle wholly inside the link is seen too.
-A mesh whose probe would exceed `max_points` gets a coarser s (times 1.25 until it fits); its own
-radius and spacing are recorded (`CollisionWorld.probe_store`).
+A mesh whose probe would exceed `max_points` gets a coarser s (times 1.25 until it fits; a mesh
+with more vertices than that has its cover thinned to one point per cell of pitch s, its radius
+growing by sqrt(3) s); its own radius and spacing are recorded (`CollisionWorld.probe_store`).
+The mesh views of other obstacles (tessellated primitives, point-cloud octahedra) get no probe:
+they are obstacles, not query meshes, and querying one against a grid reports +inf.
 
 The bound. Let f be the obstacle's true signed distance field and g the grid's interpolant, with
 |g - f| <= e inside the grid's box (e = sqrt(3) / 2 * voxel_size when the samples are exact signed
@@ -47,7 +50,7 @@ from contactnet.geometry.poses import quaternion_to_matrix, unit_quaternions
 from contactnet.geometry.triangles import winding_numbers
 from contactnet.planning.voxels import trilinear
 
-__all__ = ["grid_distances", "mesh_probe", "surface_cover"]
+__all__ = ["grid_distances", "interior_lattice", "mesh_probe", "surface_cover", "thin"]
 
 _GROWTH = 1.25  # spacing factor while a probe exceeds max_points
 
@@ -89,13 +92,29 @@ def interior_lattice(vertices: np.ndarray, faces: np.ndarray, spacing: float, ch
     return grid[torch.cat(inside).numpy()]
 
 
+def thin(points: np.ndarray, radius: float, pitch: float) -> tuple[np.ndarray, float]:
+    """(kept points, radius): one point per occupied cell of a lattice of pitch `pitch`; every
+    dropped point shares a cell with a kept one, so the covering radius grows by the cell's
+    diagonal, sqrt(3) * pitch."""
+    _, first = np.unique(np.floor(points / pitch).astype(np.int64), axis=0, return_index=True)
+    return points[np.sort(first)], radius + math.sqrt(3) * pitch
+
+
 def mesh_probe(vertices: np.ndarray, faces: np.ndarray, spacing: float,
                max_points: int) -> tuple[np.ndarray, float, float]:
     """(points (P, 3) float64 in the mesh's frame, surface radius r, spacing used): the probe of the
-    module docstring, at `spacing` or coarser so that P <= max_points."""
+    module docstring, at `spacing` or coarser so that P <= max_points. A mesh with more vertices
+    than max_points (every surface cover keeps them) has its cover thinned (`thin`), its radius
+    growing accordingly. The interior lattice's winding numbers are only computed once its box
+    lattice could fit (they cost lattice points x faces)."""
+    many_vertices = len(np.unique(np.asarray(faces))) > max_points
+    extent = np.ptp(np.asarray(vertices, dtype=np.float64), axis=0)
     while True:
         surface, radius = surface_cover(vertices, faces, spacing)
-        if len(surface) <= max_points:
+        if many_vertices:
+            surface, radius = thin(surface, radius, spacing)
+        cells = np.prod(np.floor(extent / spacing + 0.5))  # about the box lattice's size
+        if len(surface) <= max_points and cells <= 4 * max_points:
             interior = interior_lattice(vertices, faces, spacing)
             if len(surface) + len(interior) <= max_points:
                 return np.concatenate([surface, interior]), radius, spacing

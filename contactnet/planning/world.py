@@ -509,13 +509,17 @@ class CollisionWorld:
         """The probes through which every registered mesh sees voxel grids (grid_probe.py), built on
         first use after a mesh is added: points (M, Smax, 3) world dtype in each mesh's frame, valid
         (M, Smax) bool, radius (M,) float64 (every surface point within it of a probe point), spacing
-        (M,) float64 (the lattice pitch used, >= probe_spacing)."""
+        (M,) float64 (the lattice pitch used, >= probe_spacing); other obstacles' mesh views have an
+        empty probe (radius inf)."""
         if self._probe is None:
             if not self._meshes:
                 raise ValueError("world: no mesh registered; call add_mesh first")
+            # Other obstacles' mesh views (tessellations, cloud octahedra: no sphere-query row) are
+            # never query meshes: an empty probe (grid_probe.py).
+            empty = (np.zeros((0, 3)), float("inf"), float("inf"))
             probes = [mesh_probe(m.vertices.numpy(), m.faces.numpy(), self.probe_spacing, self.probe_max_points)
-                      for m in self._meshes]
-            smax = max(len(p) for p, _, _ in probes)
+                      if row >= 0 else empty for m, row in zip(self._meshes, self._mesh_row)]
+            smax = max(1, max(len(p) for p, _, _ in probes))
             points = torch.zeros(len(probes), smax, 3, dtype=self.dtype)
             valid = torch.zeros(len(probes), smax, dtype=torch.bool)
             for i, (p, _, _) in enumerate(probes):

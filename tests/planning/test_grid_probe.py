@@ -196,3 +196,20 @@ def test_every_backend_adds_the_same_grid_term(worlds):
     # And the learned path with a grid still traces without a graph break (no host sync).
     compiled = torch.compile(lambda x: learned.cost(x), backend="eager", fullgraph=True)
     torch.testing.assert_close(compiled(q), learned.cost(q))
+
+
+def test_probe_of_a_mesh_with_more_vertices_than_the_budget_is_thinned_and_still_covers():
+    sphere = trimesh.creation.icosphere(subdivisions=4, radius=0.1)  # 2562 vertices
+    points, radius, spacing = mesh_probe(sphere.vertices, sphere.faces, 0.02, max_points=1000)
+    assert len(points) <= 1000 < len(sphere.vertices)
+    dense, _ = trimesh.sample.sample_surface(sphere, 5000, seed=2)
+    assert np.linalg.norm(dense[:, None] - points[None], axis=-1).min(1).max() <= radius
+
+
+def test_other_obstacles_mesh_views_get_an_empty_probe():
+    world = CollisionWorld(max_obstacles=2, num_points=16, dtype=torch.float64)
+    world.add_cuboid("box", [0.1, 0.1, 0.1])
+    world.add_mesh("query", trimesh.creation.box(extents=[0.05, 0.05, 0.05]))
+    store = world.probe_store
+    assert int(store["valid"][0].sum()) == 0 and float(store["radius"][0]) == float("inf")
+    assert int(store["valid"][1].sum()) > 0
