@@ -29,8 +29,9 @@ them. Two tools, for two jobs:
 
   Voxel grids are not part of this verdict (it reads the mesh-view obstacles): advancement needs a
   certified lower bound of the distance, which a grid gives only inside its box and, between probe
-  points, only up to the grid's Lipschitz constant times the probe radius (grid_probe.py). Check a
-  grid world's waypoints densely with `RobotChecker.query`, or give the obstacles as meshes.
+  points, only up to the grid's Lipschitz constant times the probe radius (grid_probe.py). It warns
+  when grids are present: check a grid world's waypoints densely with `RobotChecker.query`, or give
+  the obstacles as meshes.
 
 - `swept_cost` (the optimiser's term): cuRobo's speed-weighted cost. Each segment is sampled at
   `substeps` + 1 points in joint space and the per-body collision cost is integrated along each
@@ -44,6 +45,7 @@ them. Two tools, for two jobs:
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import torch
@@ -123,6 +125,9 @@ def swept_check(robot_checker: RobotChecker, q: torch.Tensor, env_idx=None, clea
     if robot_checker.world_collision and not world.obstacle_names:
         raise ValueError("world: has no obstacle in any environment; add obstacles, or make the "
                          "RobotChecker with world_collision=False for self-collision only")
+    if robot_checker.world_collision and world.grid_slots:
+        warnings.warn("swept_check: the world's voxel grids are not part of the swept verdict (module "
+                      "docstring); check a grid world's waypoints densely with RobotChecker.query", stacklevel=2)
     lib = world.library
     batch, horizon = q.shape[:2]
     q = q.detach().to(world.dtype)

@@ -117,3 +117,21 @@ def test_swept_bad_inputs():
     assert res.colliding.shape == (2, 2) and not res.colliding.any()
     with pytest.raises(ValueError, match="substeps: expected an int >= 1"):
         swept_cost(rc, torch.zeros(1, 2, 3, dtype=torch.float64), substeps=0)
+
+
+def test_swept_check_warns_that_voxel_grids_are_not_in_its_verdict():
+    import warnings
+
+    from contactnet.planning import VoxelGrid
+
+    world, robot = _wall_scene()
+    rc = RobotChecker(robot, CollisionChecker(world, "exact"))
+    q = torch.zeros(1, 2, 3, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no grid: no warning
+        swept_check(rc, q)
+    world.add_voxel_grid("esdf", VoxelGrid(torch.ones(2, 2, 2, dtype=torch.float64), [5, 5, 5], 0.1))
+    with pytest.warns(UserWarning, match="voxel grids are not part of the swept verdict"):
+        swept_check(rc, q)
+    world.remove_obstacle("esdf")
+    assert world.grid_slots == 0
