@@ -187,6 +187,9 @@ def test_every_backend_adds_the_same_grid_term(worlds):
     torch.testing.assert_close(e.world_query(ids, poses).per_grid, l_.world_query(ids, poses).per_grid)
     grid_hit = e.world_query(ids, poses).per_grid[..., 0] < 0
     assert bool(grid_hit.any()) and bool(l_.world_query(ids, poses).colliding[grid_hit].all())
+    # The hybrid deferring everything is the exact backend, grid included.
+    hybrid = CollisionChecker(world, "hybrid", tiny_net("locc"), tau=float("inf"))
+    torch.testing.assert_close(hybrid.world_query(ids, poses).colliding, e.world_query(ids, poses).colliding)
     # The costs differ by the mesh-obstacle terms only: removing those leaves the same grid cost.
     world.disable("pillar")
     world.disable("slab")
