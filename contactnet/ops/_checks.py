@@ -261,8 +261,9 @@ def mesh_query_args(lib, ids_a, ids_b, poses_a, poses_b):
 def point_query_args(lib, ids, points, max_distance):
     """Checked (ids, points, max_distance) of Q point–mesh queries on a MeshLibrary `lib`: ids (Q,)
     integer mesh ids in [0, M) or -1 (padding) as contiguous int64; points (Q, 3) float, cast to the
-    library's dtype like poses (no copy when it already matches); max_distance None (+inf), a number
-    or a (Q,) tensor of values > 0 (+inf allowed), as a contiguous (Q,) tensor like the points."""
+    library's dtype like poses (no copy when it already matches); max_distance None or math.inf (no
+    cut-off), a finite number > 0 or a (Q,) tensor of values > 0 (+inf allowed), as a contiguous (Q,)
+    tensor like the points."""
     if not isinstance(lib, MeshLibrary):
         raise TypeError(f"lib: expected a contactnet.geometry.MeshLibrary, got {type(lib).__name__}")
     device, dtype = lib.device, lib.dtype
@@ -281,7 +282,7 @@ def point_query_args(lib, ids, points, max_distance):
             raise ValueError(f"points is on {p.device} but the library is on {device}")
         p = p.to(dtype)
     p = p.contiguous()
-    if max_distance is None:
+    if max_distance is None or (type(max_distance) in (int, float) and max_distance == math.inf):
         bound = p.new_full((q,), math.inf)
     elif isinstance(max_distance, torch.Tensor):
         bound = max_distance.to(dtype=dtype)

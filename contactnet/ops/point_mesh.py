@@ -60,8 +60,8 @@ def point_mesh_distance(lib: MeshLibrary, ids, points: torch.Tensor, max_distanc
     """Closest triangle and winding number of Q points, each in the frame of its mesh.
 
     lib: MeshLibrary; ids: (Q,) int mesh ids (-1: padding); points: (Q, 3) float, metres, mesh
-    frame; max_distance: None (no cut-off), a number > 0 or a (Q,) tensor of values > 0 (+inf
-    allowed), metres: a point outside whose closest triangle is not strictly closer gets
+    frame; max_distance: None or math.inf (no cut-off), a number > 0 or a (Q,) tensor of values > 0
+    (+inf allowed), metres: a point outside whose closest triangle is not strictly closer gets
     distance = max_distance and tri = -1. Between triangles tied at the minimum (a shared vertex or
     edge) `tri` is any one of them. Returns PointMeshDistance (distance, tri, winding, inside).
     """

@@ -233,6 +233,7 @@ def test_max_distance_cuts_off_outside_points_only(lib64):
     even = torch.arange(points.shape[0]) % 2 == 0
     assert torch.equal(mixed.distance[even], cut.distance[even])
     assert torch.equal(mixed.distance[~even], full.distance[~even])
+    assert torch.equal(_query(lib64, m, points, max_distance=float("inf")).distance, full.distance)
 
 
 def test_padding_and_non_finite_points(lib64):
