@@ -27,12 +27,13 @@ volume, centres by farthest-point sampling of its voxels, radius the distance to
 the exact meshes, on configurations within 5 cm of the clutter: false collisions (spheres hit, the
 meshes do not) and missed collisions, for n spheres per link and with an inflation margin.
 
-Sphere rows (cuRobo's robot model): `sphere_cost` of (batch, horizon, 64, 4) spheres against a world
-of 4 environments x (3 cuboids, a capsule, a cylinder and 3 procedural meshes of 1-4k triangles; the
-sphere-mesh part is brute force over the triangles, so the batches are small), and the cost plus its
-gradient w.r.t. the spheres, against a python-fcl loop (fcl.Sphere vs each obstacle: collide, and
-distance when free) over the same sphere-obstacle pairs. A "sphere query" is one (sphere, enabled
-obstacle) pair.
+Sphere rows (cuRobo's robot model): `sphere_cost` of (batch, horizon, 64, 4) spheres, up to
+256 x 64 x 64 = 1M spheres, against a world of 4 environments x (3 cuboids, a capsule, a cylinder and
+3 procedural meshes of 1-4k triangles; the sphere-mesh part runs the BVH op `point_mesh_distance`,
+O(log faces) per sphere and mesh), and the cost plus its gradient w.r.t. the spheres (timed on at
+most 262144 spheres, extrapolated), against a python-fcl loop (fcl.Sphere vs each obstacle: collide,
+and distance when free) over the same sphere-obstacle pairs. A "sphere query" is one (sphere,
+enabled obstacle) pair: 8 per sphere.
 
 "grad" columns time the same call plus the backward pass to both query poses (on at most 16384
 queries, extrapolated).
@@ -98,9 +99,10 @@ def fcl_models(world: CollisionWorld):
 
 WORLD_ENVS, WORLD_SLOTS = 4, 8
 SPHERES_PER_CONFIG = 64
-# (batch, horizon); small: sphere-mesh distances are brute force over the triangles (spheres.py)
-SPHERE_SIZES = [(1, 1), (4, 4), (16, 8)]
+# (batch, horizon): the last is 1M spheres (x 8 obstacles); --quick runs the first two
+SPHERE_SIZES = [(1, 1), (4, 4), (16, 8), (64, 32), (256, 64)]
 SPHERE_FCL_MAX = 1024  # spheres in the fcl loop (x 8 obstacles)
+SPHERE_GRAD_MAX = 262144  # spheres in the "+grad" timing (its backward graph of 1M spheres is GBs)
 
 
 def sphere_world(device) -> CollisionWorld:
@@ -162,23 +164,26 @@ def sphere_rows(device, timed, quick: bool, gpu_only: bool) -> list[dict]:
         n = batch * horizon * per_config
         with torch.no_grad():
             seconds = timed(lambda: sphere_cost(world, spheres, env_idx, validate=False), n)
+        grad_configs = max(1, min(batch, SPHERE_GRAD_MAX // (horizon * SPHERES_PER_CONFIG)))
+        k = grad_configs * horizon * per_config
 
         def with_grad():
-            x = spheres.clone().requires_grad_()
-            sphere_cost(world, x, env_idx, validate=False).sum().backward()
+            x = spheres[:grad_configs].clone().requires_grad_()
+            sphere_cost(world, x, env_idx[:grad_configs], validate=False).sum().backward()
 
-        grad_seconds = timed(with_grad, n)
-        rows.append({"backend": "sphere_cost", "configs": batch * horizon, "sphere_queries": n,
+        grad_seconds = timed(with_grad, k)
+        rows.append({"backend": "sphere_cost", "configs": batch * horizon,
+                     "spheres": batch * horizon * SPHERES_PER_CONFIG, "sphere_queries": n, "timed": n,
                      "latency_ms": 1e3 * seconds, "qps": n / seconds, "us_per_query": 1e6 * seconds / n,
-                     "grad_latency_ms": 1e3 * grad_seconds, "grad_qps": n / grad_seconds})
+                     "grad_timed": k, "grad_latency_ms": 1e3 * grad_seconds * n / k, "grad_qps": k / grad_seconds})
         if gpu_only:
             continue
         configs = max(1, min(batch, SPHERE_FCL_MAX // (horizon * SPHERES_PER_CONFIG)))
         m = configs * horizon * per_config
         seconds = timed(lambda: fcl_sphere_loop(world, spheres[:configs], env_idx[:configs]), m, True)
-        rows.append({"backend": "python-fcl loop", "configs": batch * horizon, "sphere_queries": n,
-                     "timed": m, "latency_ms": 1e3 * seconds * n / m, "qps": m / seconds,
-                     "us_per_query": 1e6 * seconds / m})
+        rows.append({"backend": "python-fcl loop", "configs": batch * horizon,
+                     "spheres": batch * horizon * SPHERES_PER_CONFIG, "sphere_queries": n, "timed": m,
+                     "latency_ms": 1e3 * seconds * n / m, "qps": m / seconds, "us_per_query": 1e6 * seconds / m})
     return rows
 WORLD_LEARNED_MAX, WORLD_EXACT_MAX = 4096, 1024
 
@@ -468,9 +473,10 @@ def main() -> None:
     print_table(world_rows, ["backend", "queries", "timed", "latency_ms", "qps", "us_per_query"])
     print(f"\ncuRobo-layout sphere queries: sphere_cost of (batch, horizon, {SPHERES_PER_CONFIG}, 4) spheres against "
           f"the {WORLD_SLOTS} obstacles of their environment (cuboids, capsule, cylinder, meshes); "
-          f"one query = one sphere-obstacle pair; python-fcl timed on at most {SPHERE_FCL_MAX} spheres, extrapolated")
-    print_table(spheres, ["backend", "configs", "sphere_queries", "latency_ms", "qps", "us_per_query",
-                          "grad_latency_ms", "grad_qps"])
+          f"one query = one sphere-obstacle pair; python-fcl timed on at most {SPHERE_FCL_MAX} spheres, +grad on "
+          f"at most {SPHERE_GRAD_MAX}, extrapolated")
+    print_table(spheres, ["backend", "configs", "spheres", "sphere_queries", "timed", "latency_ms", "qps",
+                          "us_per_query", "grad_timed", "grad_latency_ms", "grad_qps"])
     print_panda(panda, accuracy, note, device)
     write_json("planning", {"device": device, "rows": rows, "world_rows": world_rows, "sizes": sizes,
                             "exact_max": args.exact_max, "fcl_max": FCL_MAX, "grad_max": GRAD_MAX,

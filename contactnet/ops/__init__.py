@@ -11,6 +11,7 @@ from contactnet.ops.mesh_query import (
     mesh_collide,
     mesh_distance,
 )
+from contactnet.ops.point_mesh import PointMeshDistance, point_mesh_distance, point_mesh_signed_distance
 from contactnet.ops.primitive_distance import (
     EdgeEdgeType,
     PointTriangleDistance,
@@ -61,6 +62,9 @@ __all__ = [
     "cluster_contacts",
     "mesh_collide",
     "mesh_distance",
+    "PointMeshDistance",
+    "point_mesh_distance",
+    "point_mesh_signed_distance",
     # IPC barrier kernels (contactnet.ops.ipc has the gradient / Hessian siblings)
     "ipc",
     "BarrierHessian",

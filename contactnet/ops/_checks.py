@@ -258,6 +258,54 @@ def mesh_query_args(lib, ids_a, ids_b, poses_a, poses_b):
     return ids_a, ids_b, poses_a, poses_b
 
 
+def point_query_args(lib, ids, points, max_distance):
+    """Checked (ids, points, max_distance) of Q point–mesh queries on a MeshLibrary `lib`: ids (Q,)
+    integer mesh ids in [0, M) or -1 (padding) as contiguous int64; points (Q, 3) float, cast to the
+    library's dtype like poses (no copy when it already matches); max_distance None or math.inf (no
+    cut-off), a finite number > 0 or a (Q,) tensor of values > 0 (+inf allowed), as a contiguous (Q,)
+    tensor like the points."""
+    if not isinstance(lib, MeshLibrary):
+        raise TypeError(f"lib: expected a contactnet.geometry.MeshLibrary, got {type(lib).__name__}")
+    device, dtype = lib.device, lib.dtype
+    ids = mesh_ids(ids, "ids", device)
+    q = ids.shape[0]
+    p = points
+    if not (type(p) is torch.Tensor and p.dtype == dtype and p.device == device and p.shape == (q, 3)):
+        check_tensor(p, "points")
+        if p.dim() == 2 and p.shape[0] != q:
+            raise ValueError(f"points has batch size {p.shape[0]} but ids has {q}")
+        if p.dim() != 2 or p.shape[1] != 3:
+            raise ValueError(f"points: expected shape (Q, 3) in the meshes' frames, got {tuple(p.shape)}")
+        if p.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"points: expected dtype float32 or float64, got {p.dtype}")
+        if p.device != device:
+            raise ValueError(f"points is on {p.device} but the library is on {device}")
+        p = p.to(dtype)
+    p = p.contiguous()
+    if max_distance is None or (type(max_distance) in (int, float) and max_distance == math.inf):
+        bound = p.new_full((q,), math.inf)
+    elif isinstance(max_distance, torch.Tensor):
+        bound = max_distance.to(dtype=dtype)
+        if bound.dim() == 0:
+            bound = bound.expand(q)
+        if bound.shape != (q,):
+            raise ValueError(f"max_distance: expected a number or a (Q,) = ({q},) tensor, got shape "
+                             f"{tuple(bound.shape)}")
+        check_same_device(bound, "max_distance", p, "points")
+        bound = bound.contiguous()
+        if values_checked_here(bound) and not bool((bound > 0).all()):
+            raise ValueError("max_distance: expected values > 0 (+inf for no cut-off)")
+    else:
+        check_number(max_distance, "max_distance", 0.0)  # finite, > 0
+        bound = p.new_full((q,), float(max_distance))
+    if q and values_checked_here(ids):
+        m = len(lib)
+        if int(ids.min()) < -1 or int(ids.max()) >= m:
+            raise ValueError(f"ids: mesh ids must lie in [0, {m}) (or be -1 padding), got "
+                             f"[{int(ids.min())}, {int(ids.max())}]")
+    return ids, p, bound
+
+
 def boundary_layer_widths(r, name: str, q: int, like: torch.Tensor) -> torch.Tensor:
     """A float or a (Q,) tensor of widths >= 0 (metres), as a contiguous (Q,) tensor like `like`."""
     if isinstance(r, (int, float)) and not isinstance(r, bool):

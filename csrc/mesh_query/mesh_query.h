@@ -41,6 +41,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 
+#include "common/bvh_checks.h"
 #include "common/checks.h"
 #include "mesh_query/mesh_query_kernels.h"
 
@@ -86,32 +87,20 @@ void check_query_poses(const at::Tensor& poses, const char* name) {
 inline void check_query_values(const BvhTensors& b, int64_t num_meshes);
 
 inline void check_query_inputs(const BvhTensors& b) {
-  check_float_input(b.tris, "tris", {-1, 3, 3});
-  check_input(b.tri_ids, "tri_ids", {b.tris.size(0)});
-  check_input(b.nodes, "nodes", {-1, kNodeWords});
-  check_input(b.dipoles, "dipoles", {b.nodes.size(0), 7});
-  check_input(b.node_offsets, "node_offsets", {-1});
-  check_input(b.face_offsets, "face_offsets", {b.node_offsets.size(0)});
+  const int64_t num_meshes = check_bvh_tensors(b.tris, b.tri_ids, b.nodes, b.dipoles,
+                                               b.node_offsets, b.face_offsets);
   check_input(b.ids_a, "ids_a", {-1});
   check_input(b.ids_b, "ids_b", {b.ids_a.size(0)});
   check_float_input(b.poses_a, "poses_a", {b.ids_a.size(0), 7});
   check_float_input(b.poses_b, "poses_b", {b.ids_a.size(0), 7});
-  TORCH_CHECK(b.tri_ids.scalar_type() == at::kInt && b.nodes.scalar_type() == at::kInt,
-              "tri_ids, nodes: expected int32");
-  TORCH_CHECK(b.node_offsets.scalar_type() == at::kLong &&
-                  b.face_offsets.scalar_type() == at::kLong &&
-                  b.ids_a.scalar_type() == at::kLong && b.ids_b.scalar_type() == at::kLong,
-              "node_offsets, face_offsets, ids_a, ids_b: expected int64");
-  const at::Tensor* all[] = {&b.tri_ids, &b.nodes, &b.dipoles, &b.node_offsets,
-                             &b.face_offsets, &b.ids_a, &b.ids_b, &b.poses_a, &b.poses_b};
-  for (const at::Tensor* t : all)
+  TORCH_CHECK(b.ids_a.scalar_type() == at::kLong && b.ids_b.scalar_type() == at::kLong,
+              "ids_a, ids_b: expected int64");
+  for (const at::Tensor* t : {&b.ids_a, &b.ids_b, &b.poses_a, &b.poses_b})
     TORCH_CHECK(t->device() == b.tris.device(), "mesh query inputs must share one device, got ",
                 t->device(), " and ", b.tris.device());
-  for (const at::Tensor* t : {&b.dipoles, &b.poses_a, &b.poses_b})
+  for (const at::Tensor* t : {&b.poses_a, &b.poses_b})
     TORCH_CHECK(t->scalar_type() == b.tris.scalar_type(),
                 "mesh query float inputs must share one dtype");
-  const int64_t num_meshes = b.node_offsets.size(0) - 1;
-  TORCH_CHECK(num_meshes >= 1, "mesh query: the library has no meshes");
   if (values_checked_in_cpp(b.ids_a)) check_query_values(b, num_meshes);
 }
 
@@ -132,12 +121,8 @@ inline void check_query_values(const BvhTensors& b, int64_t num_meshes) {
 
 template <typename T>
 QueryInputs<T> query_inputs(const BvhTensors& b) {
-  return {{b.tris.data_ptr<T>(), b.tri_ids.data_ptr<int32_t>(),
-           reinterpret_cast<const BvhNode*>(b.nodes.data_ptr<int32_t>()), b.dipoles.data_ptr<T>(),
-           b.node_offsets.data_ptr<int64_t>(), b.face_offsets.data_ptr<int64_t>()},
-          b.ids_a.data_ptr<int64_t>(),
-          b.ids_b.data_ptr<int64_t>(),
-          b.poses_a.data_ptr<T>(),
+  return {bvh_view<T>(b.tris, b.tri_ids, b.nodes, b.dipoles, b.node_offsets, b.face_offsets),
+          b.ids_a.data_ptr<int64_t>(), b.ids_b.data_ptr<int64_t>(), b.poses_a.data_ptr<T>(),
           b.poses_b.data_ptr<T>()};
 }
 

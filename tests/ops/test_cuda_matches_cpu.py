@@ -11,7 +11,8 @@ import torch
 
 from contactnet import ops
 from contactnet.geometry import Mesh, MeshLibrary
-from contactnet.ops import blem_contacts, cluster_contacts, ipc, mesh_collide, mesh_distance
+from contactnet.ops import (blem_contacts, cluster_contacts, ipc, mesh_collide, mesh_distance, point_mesh_distance,
+                            point_mesh_signed_distance)
 from contactnet.ops.locc_crop import locc_crop
 from tests.ops import ipc_cases
 from tests.ops.mesh_cases import box_mesh, bumpy_sphere, random_poses, random_soup
@@ -273,6 +274,33 @@ def test_mesh_distance_and_collide(dtype):
         close(found, got.tri_a.cpu() >= 0, name="found")
         sep = (got.point_a.cpu() - got.point_b.cpu()).norm(dim=1)
         close(want.distance[found], sep[found], name="witness distance", **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_point_mesh_distance_and_gradient(dtype):
+    """Values exactly where the search is discrete (inside flags, cut-offs, padding), distances and
+    winding numbers to rounding; faces may differ only between ties, so the distance to the
+    reported face is compared; gradients of the signed distance from the same upstream gradient."""
+    cpu, dev = _library(dtype)
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(-1, 5, (2000,), generator=g)
+    points = ((torch.rand(2000, 3, generator=g, dtype=torch.float64) - 0.5) * 0.2).to(dtype)
+    points[:20] *= 1e4  # far
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-6)
+    for bound in (None, 0.01):
+        want = point_mesh_distance(cpu, ids, points, bound)
+        got = point_mesh_distance(dev, ids.to(DEVICE), points.to(DEVICE), bound)
+        close(want.distance, got.distance, name="distance", **tol)
+        close(want.winding, got.winding, name="winding", **tol)
+        close(want.inside, got.inside, name="inside")
+        close(want.tri >= 0, got.tri.cpu() >= 0, name="found")
+    x = points.clone().requires_grad_(True)
+    xd = points.to(DEVICE).requires_grad_(True)
+    upstream = torch.randn(2000, generator=g, dtype=torch.float64).to(dtype)
+    real = ids >= 0  # padding queries are +inf, without gradient
+    (point_mesh_signed_distance(cpu, ids, x)[real] * upstream[real]).sum().backward()
+    (point_mesh_signed_distance(dev, ids.to(DEVICE), xd)[real.to(DEVICE)] * upstream[real].to(DEVICE)).sum().backward()
+    close(x.grad, xd.grad, name="gradient", **tol)
 
 
 def _contact_order(c: ops.Contacts, faces: int):
