@@ -275,6 +275,9 @@ class Record:
     def add(self, key: str, row: dict) -> None:
         self.data["rows"].append({"key": key, **row})
         self.done.add(key)
+        self.save()
+
+    def save(self) -> None:
         write_json_atomic(self.path, self.data)
 
 

@@ -308,25 +308,28 @@ def main(argv=None) -> Path:
                                             "poses_per_pair", "eval_pairs", "epochs", "overrides")}
     config["data_root"] = str(base.resolve())
     record = Record(out_dir, config)
-    todo = [(seed, n, m) for seed in args.seeds for n in args.counts for m in args.models
-            if f"{m} | {n} | {seed}" not in record.done]
-    if todo:
+    record.data["paper"] = {m: {str(n): list(v) for n, v in cells.items()} for m, cells in PAPER_TABLE_I.items()}
+    record.save()
+    cells = [(seed, n, m) for seed in args.seeds for n in args.counts for m in args.models
+             if f"{m} | {n} | {seed}" not in record.done]
+    run_dir = {cell: out_dir.resolve() / "runs" / f"{cell[2]}_n{cell[1]}_s{cell[0]}" for cell in cells}
+    if any(not (run_dir[cell] / "metrics.json").exists() for cell in cells):  # some cell still to train
         data_cfg = compose_data(args.data)
         prepare_base(data_cfg, base)
         objects = load_object_set(base / "objects")
         ids = split_objects(objects, data_cfg.unknown_families)
         lib = object_library(objects)
-    for seed, count, model in todo:
-        row_root = row_dataset(data_cfg, base, objects, ids, lib, count, seed, args,
-                               out_dir.resolve() / "data" / f"s{seed}_n{count}")
-        run_dir = out_dir.resolve() / "runs" / f"{model}_n{count}_s{seed}"
-        overrides = cell_overrides(model, row_root, seed, args)
-        if not (run_dir / "metrics.json").exists():
-            print(f"python train.py {' '.join(overrides)} hydra.run.dir='{run_dir}'", flush=True)
-            train_cell(overrides, run_dir)
-        row = cell_row(run_dir)
+    for cell in cells:
+        seed, count, model = cell
+        if not (run_dir[cell] / "metrics.json").exists():
+            row_root = row_dataset(data_cfg, base, objects, ids, lib, count, seed, args,
+                                   out_dir.resolve() / "data" / f"s{seed}_n{count}")
+            overrides = cell_overrides(model, row_root, seed, args)
+            print(f"python train.py {' '.join(overrides)} hydra.run.dir='{run_dir[cell]}'", flush=True)
+            train_cell(overrides, run_dir[cell])
+        row = cell_row(run_dir[cell])
         record.add(f"{model} | {count} | {seed}", {"model": model, "objects": count, "seed": seed,
-                                                   "run_dir": str(run_dir), **row})
+                                                   "run_dir": str(run_dir[cell]), **row})
         print(f"{model:12s} {count:4d} objects  seed {seed}  " + "  ".join(
             f"{column} {row[split]['balanced_acc']:.3f}" for column, split in EVAL_SPLITS), flush=True)
     title = f"Table I: data efficiency on {args.data} ({args.mode} mode)"
