@@ -299,7 +299,7 @@ def plot(record: Record, title: str) -> Path:
 
 def main(argv=None) -> Path:
     args = parse_args(argv)
-    from contactnet.data.generate import object_library, split_objects
+    from contactnet.data.generate import object_library, resolve_device, split_objects
     from contactnet.data.objects import load_object_set
 
     base = Path(args.data_dir) / args.data
@@ -318,7 +318,7 @@ def main(argv=None) -> Path:
         prepare_base(data_cfg, base)
         objects = load_object_set(base / "objects")
         ids = split_objects(objects, data_cfg.unknown_families)
-        lib = object_library(objects)
+        lib = object_library(objects, resolve_device("auto"))  # labels on the GPU when there is one
     for cell in cells:
         seed, count, model = cell
         if not (run_dir[cell] / "metrics.json").exists():
