@@ -193,6 +193,8 @@ def run_ours(scene_list, steps: int, dt: float, dhat: float) -> ContactLog:
         for e in sorted(set(env.tolist())):
             mine = env == e
             log.add(step, e, torch.stack([a[mine], b[mine]], 1).numpy(), poses[e])
+        if (step + 1) % 10 == 0:
+            print(f"ours: step {step + 1} of {steps}, {len(log)} contact events", flush=True)
     return log
 
 
