@@ -248,9 +248,10 @@ def score(checker, pairs: Pairs, device: str, repeats: int) -> dict:
 # ---- resumable record, figure, table --------------------------------------------------------
 
 
-# Options that decide which pairs and device a row means: a record made with other values is not
-# resumed (its rows would be silently mixed with these).
-IDENTITY = ("data_root", "split", "splits", "scales", "max_pairs", "max_objects", "poses_per_pair", "seed", "device")
+# Options that decide which pairs, device or training a row means: a record made with other values
+# is not resumed (its rows would be silently mixed with these).
+IDENTITY = ("data_root", "split", "splits", "scales", "max_pairs", "max_objects", "poses_per_pair", "seed", "device",
+            "train_pairs", "eval_pairs", "epochs", "overrides")
 
 
 class Record:
@@ -274,6 +275,9 @@ class Record:
     def add(self, key: str, row: dict) -> None:
         self.data["rows"].append({"key": key, **row})
         self.done.add(key)
+        self.save()
+
+    def save(self) -> None:
         write_json_atomic(self.path, self.data)
 
 
