@@ -42,21 +42,12 @@ def test_experiment_fast_dev_run(tmp_path, tiny_data, experiment):
     assert (tmp_path / "metrics.json").exists()
 
 
-def test_data_efficiency_sweep_and_table(tmp_path, tiny_data):
-    """The multirun preset's jobs (one run here) and its Table I writer."""
-    from contactnet.training.table import collect, write_table
-
-    for model, n in (("locc", 10), ("global_ocn", 12)):
-        job = tmp_path / f"{model}_{n}"
-        cfg = compose_train(job, tiny_data, ["+experiment=data_efficiency", f"model={model}", f"train_objects={n}",
-                                             "+trainer.fast_dev_run=true"])
-        train(cfg)
-        (job / ".hydra").mkdir()
-        (job / ".hydra" / "overrides.yaml").write_text(f"- model={model}\n- train_objects={n}\n")
-    rows = collect(tmp_path)
-    assert {(r["model"], r["train_objects"]) for r in rows} == {("locc", 10), ("global_ocn", 12)}
-    table = write_table(tmp_path, rows)
-    assert "| locc |" in table and (tmp_path / "table.csv").exists()
+def test_data_efficiency_cell_trains_both_models(tmp_path, tiny_data):
+    """The preset benchmarks.paper_table1 runs for each Table I cell, for both networks."""
+    for model in ("locc", "global_ocn"):
+        cfg = compose_train(tmp_path / model, tiny_data, ["+experiment=data_efficiency", f"model={model}",
+                                                          "+trainer.fast_dev_run=true", "datamodule.num_workers=0"])
+        assert {"test_known/acc", "test_unknown/acc"} <= set(train(cfg)["metrics"])
 
 
 def _validated_epochs(run: Path) -> set[int]:
