@@ -68,7 +68,7 @@ def both_searches(packed, q0, q1, reach):
 @pytest.mark.parametrize("reach", [2e-3, 1e-2])
 def test_same_pairs_as_the_all_primitive_search_on_random_scenes(seed, reach):
     packed = pack_scenes([random_scene(seed), random_scene(seed + 10)], 0.5, 1e8, torch.device("cpu"))
-    q = random_states(packed, torch.Generator().manual_seed(seed), spread=0.06, stretch=0.0)
+    q = random_states(packed, torch.Generator().manual_seed(seed), spread=0.16, stretch=0.0)
     want, got = both_searches(packed, q, None, reach)
     assert want.count > 20  # the scenes are crowded: many pairs, several body pairs
     assert pair_set(got.candidates) == pair_set(want)
@@ -77,14 +77,24 @@ def test_same_pairs_as_the_all_primitive_search_on_random_scenes(seed, reach):
     assert got.candidates.edge_edge.shape[0] == len(pair_set(want)[1])
 
 
+def small_turn(g: torch.Generator, angle: float) -> torch.Tensor:
+    axis = torch.randn(3, generator=g, dtype=torch.float64)
+    axis = axis / axis.norm()
+    K = torch.tensor([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]], dtype=torch.float64)
+    return torch.linalg.matrix_exp(angle * K)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_same_pairs_under_fast_motion(seed):
-    """Swept boxes: each body moves by up to 5 cm and turns by up to 90° in the step."""
+    """Swept boxes: each body moves by up to 3 cm and turns by 0.4 rad (23°) in the step."""
     packed = pack_scenes([random_scene(seed), random_scene(seed + 3)], 0.5, 1e8, torch.device("cpu"))
     g = torch.Generator().manual_seed(seed)
-    q0 = random_states(packed, g, spread=0.08, stretch=0.0)
-    q1 = random_states(packed, g, spread=0.08, stretch=0.0)  # a new rotation and place per body
-    q1[..., :3] = q0[..., :3] + 0.05 * (torch.rand(q0[..., :3].shape, generator=g, dtype=torch.float64) - 0.5)
+    q0 = random_states(packed, g, spread=0.25, stretch=0.0)
+    q1 = q0.clone()
+    for e in range(packed.num_envs):
+        for b in range(packed.max_bodies):
+            q1[e, b, 3:] = (small_turn(g, 0.4) @ q0[e, b, 3:].reshape(3, 3)).reshape(9)
+    q1[..., :3] += 0.03 * (torch.rand(q0[..., :3].shape, generator=g, dtype=torch.float64) - 0.5)
     want, got = both_searches(packed, q0, q1, 1e-3)
     assert want.count > 100
     assert pair_set(got.candidates) == pair_set(want)
@@ -94,8 +104,12 @@ def test_same_pairs_under_fast_motion(seed):
 def test_same_pairs_with_strongly_non_rigid_maps(stretch):
     packed = pack_scenes([random_scene(4)], 0.5, 1e8, torch.device("cpu"))
     g = torch.Generator().manual_seed(7)
-    q0 = random_states(packed, g, spread=0.06, stretch=stretch)
-    q1 = random_states(packed, g, spread=0.06, stretch=stretch)
+    q0 = random_states(packed, g, spread=0.1, stretch=stretch)
+    q1 = q0.clone()  # stretched further and moved
+    for b in range(packed.max_bodies):
+        q1[0, b, 3:] = (q0[0, b, 3:].reshape(3, 3) @ (torch.eye(3, dtype=torch.float64) + 0.2 * stretch * torch.randn(
+            3, 3, generator=g, dtype=torch.float64))).reshape(9)
+    q1[..., :3] += 0.02 * (torch.rand(q0[..., :3].shape, generator=g, dtype=torch.float64) - 0.5)
     sv = torch.linalg.svdvals(q0[..., 3:].reshape(-1, 3, 3))
     assert float((sv[:, 0] / sv[:, 2]).max()) > 2  # far from a rotation
     for q1_or_none, reach in ((None, 5e-3), (q1, 1e-3)):
@@ -106,7 +120,7 @@ def test_same_pairs_with_strongly_non_rigid_maps(stretch):
 
 def test_padded_body_search_matches_and_reports_overflow():
     packed = pack_scenes([random_scene(5), random_scene(6)], 0.5, 1e8, torch.device("cpu"))
-    q = random_states(packed, torch.Generator().manual_seed(5), spread=0.06, stretch=0.1)
+    q = random_states(packed, torch.Generator().manual_seed(5), spread=0.16, stretch=0.1)
     x = packed.positions(q)
     want = search_all_primitives(packed, x, None, 5e-3)
     n = max(want.face_vertex.shape[0], want.edge_edge.shape[0])
