@@ -1,8 +1,7 @@
 """IPC barrier kernels: squared distances with derivatives (`distances`), collision candidates
 (`candidates`: grid and fixed-capacity searches, and the body-level search of affine bodies), the
 log barrier, the barrier and friction potentials with gradients, (PSD-projected) Hessians and
-their assembly (`potentials`), and
-conservative CCD (`ccd`), and the fused chain rule from contact stencils to affine body pairs
+their assembly (`potentials`), conservative CCD (`ccd`), and the fused chain rule from contact stencils to affine body pairs
 (`body_derivatives`, the stepper's). C++ on CPU, CUDA on GPU, float32 or float64. Every public
 name is importable from this package. (The dense torch chain rule to rigid / affine body DOFs, the
 tests' reference, is `contactnet.sim.reference`.)
