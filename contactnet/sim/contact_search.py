@@ -3,6 +3,13 @@ a reach, at one configuration or swept along a move, never joining two environme
 
 Two variants: `search` compacts (data-dependent shapes, host syncs) and `search_padded` returns
 fixed-capacity lists padded with -1 and an overflow flag (no host sync; the fixed-shape step mode).
+
+Two broad phases find the same pairs (the same primitive boxes and exact filter):
+- body-level (`body_search`, the default on the CPU when the caller gives the bodies' states q):
+  the body pairs whose moving boxes come within reach, then only those pairs' rest-frame trees,
+  mapped by the affine maps; its cost follows what is near contact, not the scene's size;
+- all-primitive (`search_all_primitives`, `search_padded_all_primitives`; the reference, and the
+  search on a GPU): every primitive near another group's box, on one uniform grid / sweep.
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ import torch
 from contactnet.ops import ipc
 from contactnet.sim.packed import PackedScene
 
-__all__ = ["PaddedSearch", "candidate_distances", "search", "search_padded"]
+__all__ = ["PaddedSearch", "body_search", "candidate_distances", "search", "search_all_primitives", "search_padded",
+           "search_padded_all_primitives"]
 
 
 class PaddedSearch(NamedTuple):
@@ -52,9 +60,47 @@ def _boxes(x0: torch.Tensor, x1: torch.Tensor | None):
     return (x0, x0) if x1 is None else (torch.minimum(x0, x1), torch.maximum(x0, x1))
 
 
-def search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float) -> ipc.Candidates:
+def _body_level(scene: PackedScene, x0: torch.Tensor, x1, q0, q1) -> bool:
+    return (q0 is not None and (x1 is None) == (q1 is None) and scene.trees is not None
+            and x0.device.type == "cpu")
+
+
+def search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float,
+           q0: torch.Tensor | None = None, q1: torch.Tensor | None = None) -> ipc.Candidates:
     """Pairs closer than `reach` at x0 (x1 None), or whose boxes swept along x0 → x1 come within
-    `reach` (a superset of the pairs that come within `reach` on the way). x0, x1: (V, 3)."""
+    `reach` (a superset of the pairs that come within `reach` on the way). x0, x1: (V, 3).
+
+    q0, q1: (E, B, 12) the states whose positions x0, x1 are (`PackedScene.positions`); given (both,
+    for a swept search) on the CPU, the body-level search runs, else the all-primitive one. Same
+    pairs either way; their order differs."""
+    if _body_level(scene, x0, x1, q0, q1):
+        return body_search(scene, x0, x1, reach, q0, q1).candidates
+    return search_all_primitives(scene, x0, x1, reach)
+
+
+def body_search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float, q0: torch.Tensor,
+                q1: torch.Tensor | None = None) -> ipc.BodySearch:
+    """`search` by the body-level broad phase (CPU), with its cost counters (`ipc.BodySearch`):
+    the pairs of `search_all_primitives` (same boxes, at the same shifted positions, and filter)."""
+    if scene.trees is None:
+        raise ValueError("scene: its body trees are built for CPU scenes only (use search_all_primitives)")
+    xs0, qs0, xs1, qs1 = _shifted(scene, x0, x1, q0, q1)
+    return ipc.body_candidates(xs0, scene.faces, scene.edges, scene.trees, qs0, scene.body_pairs, reach,
+                               vertices_t1=xs1, q_t1=qs1, vertex_body=scene.vertex_group)
+
+
+def _shifted(scene: PackedScene, x0, x1, q0, q1):
+    """Positions and flat (E·B, 12) states in the environments' slots: the body search then tests
+    the very boxes the all-primitive search tests."""
+    xs0, qs0 = scene.shifted(x0, q0)
+    xs1, qs1 = scene.shifted(x1, q1) if x1 is not None else (None, None)
+    return xs0, qs0.reshape(-1, 12), xs1, None if qs1 is None else qs1.reshape(-1, 12)
+
+
+def search_all_primitives(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None,
+                          reach: float) -> ipc.Candidates:
+    """`search` by the all-primitive broad phase: the primitives whose boxes come near another
+    group's box, on one uniform grid (the reference of `body_search`, and the search on a GPU)."""
     keep_v, keep_f, keep_e = (torch.nonzero(m).flatten() for m in _active(scene, *_boxes(x0, x1), reach))
     used = torch.unique(torch.cat([keep_v, scene.faces[keep_f].reshape(-1), scene.edges[keep_e].reshape(-1)]))
     local = torch.full((x0.shape[0],), -1, dtype=torch.int64, device=x0.device)
@@ -74,10 +120,24 @@ def search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach:
     return ipc.Candidates(fv[fv_ok].contiguous(), ee[ee_ok].contiguous())
 
 
-def search_padded(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float,
-                  capacity: int) -> PaddedSearch:
-    """`search` with fixed shapes: primitives far from other groups are masked out of the sweep
-    instead of compacted away, and each list has `capacity` rows (-1 padding)."""
+def search_padded(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float, capacity: int,
+                  q0: torch.Tensor | None = None, q1: torch.Tensor | None = None) -> PaddedSearch:
+    """`search` with fixed shapes: each list has `capacity` rows (-1 padding) and the overflow flag
+    says whether pairs were dropped. q0, q1 as in `search`: on the CPU the body-level search runs
+    and its pairs are padded (the CPU has no host sync to avoid); else the sweep of
+    `search_padded_all_primitives`, whose memory is fixed by the scene (a CUDA graph can capture it)."""
+    if _body_level(scene, x0, x1, q0, q1):
+        xs0, qs0, xs1, qs1 = _shifted(scene, x0, x1, q0, q1)
+        found = ipc.body_candidates_padded(xs0, scene.faces, scene.edges, scene.trees, qs0, scene.body_pairs, reach,
+                                           capacity, vertices_t1=xs1, q_t1=qs1, vertex_body=scene.vertex_group)
+        return PaddedSearch(found.candidates, found.overflow)
+    return search_padded_all_primitives(scene, x0, x1, reach, capacity)
+
+
+def search_padded_all_primitives(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float,
+                                 capacity: int) -> PaddedSearch:
+    """`search_padded` by the all-primitive sort-and-sweep: primitives far from other groups are
+    masked out of the sweep instead of compacted away."""
     keep_v, keep_f, keep_e = _active(scene, *_boxes(x0, x1), reach)
     slot = scene.slot[scene.vertex_env]
     masks = dict(vertex_body=scene.vertex_group, vertex_active=keep_v, face_active=keep_f, edge_active=keep_e)

@@ -67,8 +67,9 @@ class StepMode(abc.ABC):
     normalize_script: Callable[[torch.Tensor], torch.Tensor]  # makes scripted poses' quaternions unit
 
     @abc.abstractmethod
-    def search(self, scene: PackedScene, x0, x1, reach: float) -> ipc.Candidates:
-        """Pairs within `reach` at x0, or along x0 → x1 (see `contact_search`)."""
+    def search(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None) -> ipc.Candidates:
+        """Pairs within `reach` at x0, or along x0 → x1, the positions of states q0, q1 (see
+        `contact_search`)."""
 
     def begin_newton(self, energy: torch.Tensor) -> None:
         """The step's starting energy (E,) is known; Newton iterations follow."""
@@ -117,8 +118,8 @@ class Adaptive(StepMode):
 
     normalize_script = staticmethod(checked_script_poses)
 
-    def search(self, scene: PackedScene, x0, x1, reach: float) -> ipc.Candidates:
-        return contact_search.search(scene, x0, x1, reach)
+    def search(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None) -> ipc.Candidates:
+        return contact_search.search(scene, x0, x1, reach, q0, q1)
 
     def solve(self, H, grad, scale, eye):
         """−H⁻¹g, shifting only environments whose H does not factorise (flat shells, free affine
@@ -180,9 +181,9 @@ class FixedShape(StepMode):
     # Unchecked (a check syncs); a bad script shows up in validate().
     normalize_script = staticmethod(unit_quaternion_poses)
 
-    def search(self, scene: PackedScene, x0, x1, reach: float) -> ipc.Candidates:
+    def search(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None) -> ipc.Candidates:
         found = contact_search.search_padded(scene, x0, x1, reach,
-                                             self.max_contacts if x1 is None else self.max_candidates)
+                                             self.max_contacts if x1 is None else self.max_candidates, q0, q1)
         self.pending_overflow |= found.overflow
         self.step_overflow |= found.overflow
         return found.candidates

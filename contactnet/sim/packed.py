@@ -56,6 +56,8 @@ class PackedScene:
     free_dof: torch.Tensor  # (E, B) bool: the body's DOFs are unknowns (dynamic and kinematic)
     trajectories: list[tuple[Callable, torch.Tensor, torch.Tensor]]  # (script, envs, bodies)
     slot: torch.Tensor  # (E, 3) m, each environment's broad-phase shift
+    body_pairs: torch.Tensor  # (P, 2) int64 flat ids a < b of the body pairs that may collide (one env, two groups)
+    trees: ipc.BodyTrees | None  # every body's rest-frame trees for the body-level search (CPU scenes)
     q_init: torch.Tensor  # (E, B, 12) initial state, kinematic bodies on their script at t = 0
     qdot_init: torch.Tensor  # (E, B, 12) initial velocities (all bodies, as given)
 
@@ -75,6 +77,15 @@ class PackedScene:
     def to_q_order(self, t: torch.Tensor, dim: int) -> torch.Tensor:
         """Reorder a dimension of 12 DOFs from (coordinate i, x̄ component α) to q = (p, a1, a2, a3)."""
         return t.index_select(dim, self.dof_order)
+
+    def shifted(self, x: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Positions x (V, 3) and states q (E, B, 12) moved into the environments' broad-phase
+        slots (bitwise the shift of the all-primitive search; nothing to add for one environment)."""
+        if self.num_envs == 1:
+            return x, q
+        q = q.clone()
+        q[..., :3] += self.slot[:, None, :]
+        return x + self.slot[self.vertex_env], q
 
     def same_env_masks(self, fv: torch.Tensor, ee: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Which face–vertex / edge–edge pairs join primitives of one environment."""
@@ -159,16 +170,25 @@ def pack_scenes(scenes: list[Scene], mu: float, stiffness: float, device: torch.
     trajectories = [(fn, torch.tensor([e for e, _ in where], device=dev), torch.tensor([b for _, b in where], device=dev))
                     for fn, where in scripts.values()]
     q0 = q0.to(dev)
+    # Body pairs that may collide: two present bodies of one environment in different groups.
+    ia, ib = torch.triu_indices(B, B, 1, device=dev)
+    present = kind != ABSENT
+    group_eb = group.reshape(E, B)
+    ok = present[:, ia] & present[:, ib] & (group_eb[:, ia] != group_eb[:, ib])
+    env_of, k = torch.nonzero(ok, as_tuple=True)
+    body_pairs = torch.stack([env_of * B + ia[k], env_of * B + ib[k]], 1).contiguous()
+    edges = ipc.mesh_edges(faces)
+    trees = ipc.body_trees(rest, faces, edges, vertex_body, E * B) if rest.device.type == "cpu" else None
     packed = PackedScene(
         num_envs=E, max_bodies=B,
         library=MeshLibrary([meshes[i] for i in range(len(meshes))], dtype=f64, device=dev),
         mesh_id=mesh_id.to(dev), kind=kind, M=M.to(dev), mass=mass.to(dev), ortho_weight=ortho_w.to(dev),
-        friction=friction.to(dev), radius=radius.to(dev), rest=rest, faces=faces, edges=ipc.mesh_edges(faces),
+        friction=friction.to(dev), radius=radius.to(dev), rest=rest, faces=faces, edges=edges,
         vertex_body=vertex_body, vertex_env=vertex_body // B, vertex_group=group[vertex_body].contiguous(),
         xbar=torch.cat([torch.ones_like(rest[:, :1]), rest], dim=1),
         dof_order=torch.argsort(torch.tensor(order, device=dev)),
         free_dof=(kind == DYNAMIC) | (kind == KINEMATIC),
-        trajectories=trajectories, slot=torch.zeros(E, 3, dtype=f64, device=dev),
+        trajectories=trajectories, slot=torch.zeros(E, 3, dtype=f64, device=dev), body_pairs=body_pairs, trees=trees,
         # kinematic bodies start on their script
         q_init=_on_script(trajectories, q0, torch.zeros(E, dtype=f64, device=dev), checked_script_poses),
         qdot_init=twist_to_q_velocity(q0, twist0.to(dev)))

@@ -7,7 +7,8 @@ Cholesky; every Newton step is capped by CCD so no iterate penetrates, then back
 Static bodies keep their DOFs fixed. Units: metres, seconds, kilograms; float64 throughout.
 
 The parts: the scenes packed into flat tensors (`contactnet.sim.packed`), candidate searches over
-them (`contactnet.sim.contact_search`), the potential and its derivatives
+them (`contactnet.sim.contact_search`: on the CPU a body-level broad phase over per-body rest-frame
+trees, whose cost follows the contacts, not the scene's size), the potential and its derivatives
 (`contactnet.sim.potential`), and the step mode (`contactnet.sim.modes`): adaptive, or with
 `fixed_iterations` one uniform flow of fixed-shape tensor ops without host syncs (a CUDA graph can
 capture it): fixed-capacity candidate lists padded with -1, masks instead of compaction, a fixed
@@ -65,7 +66,8 @@ class Stepper:
     and replayed. Environments that meet the tolerance early take zero steps for the remaining
     iterations (so with enough iterations the trajectory is the adaptive one). In this mode:
       - candidate searches return a fixed number of rows of face–vertex and of edge–edge pairs,
-        padded with -1 (`ipc.collision_candidates_padded`): `max_candidates` for the swept broad
+        padded with -1 (on the CPU `ipc.body_candidates_padded`, on a GPU the sort-and-sweep
+        `ipc.collision_candidates_padded`): `max_candidates` for the swept broad
         phase of each Newton segment, `max_contacts` for the pairs closer than d̂ (friction,
         forces, the first iteration); pairs beyond that are dropped and reported, never silently
         (`StepInfo.candidate_overflow`, `validate`);
@@ -173,9 +175,10 @@ class Stepper:
         environment's frame), packed in scene order."""
         return self.packed.positions(q)
 
-    def _candidates(self, x: torch.Tensor) -> ipc.Candidates:
-        """Face–vertex and edge–edge pairs closer than d̂, between bodies of one environment."""
-        return contact_search.search(self.packed, x, None, self.dhat)
+    def _candidates(self, x: torch.Tensor, q: torch.Tensor | None = None) -> ipc.Candidates:
+        """Face–vertex and edge–edge pairs closer than d̂, between bodies of one environment (x: the
+        positions of state q, when given)."""
+        return contact_search.search(self.packed, x, None, self.dhat, q)
 
     def _targets(self, time_next: torch.Tensor, mode: StepMode | None = None):
         """q̂ and the weights w of the inertia term for the coming step."""
@@ -196,14 +199,14 @@ class Stepper:
         """(E,) incremental potential of every environment at q. cand: a superset of the pairs
         closer than d̂ at q (searched when None)."""
         x = self.positions(q)
-        cand = self._candidates(x) if cand is None else cand
+        cand = self._candidates(x, q) if cand is None else cand
         return potential.energy(self.packed, self._coefficients, q, q_hat, w, x_t, lag, x, cand)
 
     def _gradient_hessian(self, q, q_hat, w, x_t, lag, cand: ipc.Candidates | None = None):
         """Gradient (E, B·12) and dense PSD-projected Hessian (E, B·12, B·12) of the potential
         (cand as in `_energy`)."""
         x = self.positions(q)
-        cand = self._candidates(x) if cand is None else cand
+        cand = self._candidates(x, q) if cand is None else cand
         return potential.gradient_hessian(self.packed, self._coefficients, q, q_hat, w, x_t, lag, x, cand)
 
     # The tests' oracles reach the parts through these.
@@ -301,8 +304,9 @@ class Stepper:
             dq = torch.where(done[:, None, None], 0.0, dq)
             # One swept search serves the whole segment q → q + dq: every pair that meets (CCD)
             # or comes within d̂ (line-search energies, the next Newton iteration) on the way.
-            x0, x1 = self.positions(q), self.positions(q + dq)
-            near = mode.search(self.packed, x0, x1, self.dhat)
+            q1 = q + dq
+            x0, x1 = self.positions(q), self.positions(q1)
+            near = mode.search(self.packed, x0, x1, self.dhat, q, q1)
             alpha = self._ccd(x0, x1, near)
             accepted = done.clone()
             for _ in range(mode.line_search_trials):
@@ -335,13 +339,13 @@ class Stepper:
         if mode.reuses_between_steps and last is not None and last[1] == self.dhat and torch.equal(last[0], self.q):
             return last[2], last[3]
         x = self.positions(self.q)
-        return x, mode.search(self.packed, x, None, self.dhat)
+        return x, mode.search(self.packed, x, None, self.dhat, self.q)
 
     def _finish(self, x_t, lag, iterations, converged, it, mode: StepMode) -> StepInfo:
         """Contact forces (−∇ of barrier and friction per body) and contact statistics."""
         E, B = self.num_envs, self.max_bodies
         x = self.positions(self.q)
-        cand = mode.search(self.packed, x, None, self.dhat)
+        cand = mode.search(self.packed, x, None, self.dhat, self.q)
         if mode.reuses_between_steps:  # the next step starts here unless q is changed in between
             self._end_contacts = (self.q.clone(), self.dhat, x, cand)
         forces = torch.zeros(E * B, 3, dtype=self.dtype, device=self.device)
@@ -417,7 +421,7 @@ class Stepper:
         poses. LOCC's min-|sd| at contacts (Table II) is this distance: 0 for an ideal simulator,
         the penetration depth or the gap of a false contact for others."""
         x = self.positions(self.q)
-        cand = self._candidates(x)
+        cand = self._candidates(x, self.q)
         empty = torch.zeros(0, dtype=torch.int64, device=self.device)
         if cand.count == 0:
             return empty, empty, empty, torch.zeros(0, dtype=self.dtype, device=self.device)
@@ -452,7 +456,7 @@ class Stepper:
                 raise ValueError(f"scenes: in environment {e}, bodies {ba} ({names[ba].name!r}) and {bb} "
                                  f"({names[bb].name!r}) overlap in their initial poses")
         x = self.positions(self.q)
-        cand = self._candidates(x)
+        cand = self._candidates(x, self.q)
         if cand.count:
             d = contact_search.candidate_distances(self.packed, x, cand)
             if bool((d <= 0).any()):

@@ -7,7 +7,9 @@
 //     lower bound falls inside it; its memory is fixed by the input sizes, so no host read.
 //     Fixed-capacity pair lists (ipc_*_candidates_padded), CUDA-graph capturable.
 // Both report every overlapping pair exactly once and pass it through CandidatePairFilter, so
-// they find the same pairs. Per-index functors: the same code runs in the CPU loop and as the body
+// they find the same pairs. (A third, for affine bodies, traverses per-body rest-frame trees and
+// ends in the same primitive_box / boxes_overlap / CandidatePairFilter test:
+// ipc_body_broad_phase.h.) Per-index functors: the same code runs in the CPU loop and as the body
 // of the CUDA kernel; the host drivers are in ipc_candidates.h.
 #pragma once
 
@@ -19,9 +21,36 @@
 namespace contactnet {
 
 // ---------------------------------------------------------------------------------------------
-// Boxes (lo, hi) per primitive, (n, 6), cover the primitive at v0 and (when given) v1, inflated by
+// Box (lo, hi) of primitive i: it covers the primitive at v0 and (when given) v1, inflated by
 // `inflate` on every side. Two boxes inflated by r/2 each overlap whenever their primitives are
-// closer than r.
+// closer than r. prim: (n, nv) vertex ids, or null (primitive i is vertex i). Every broad phase
+// (grid, sweep, body trees) computes its boxes here, so all of them apply the same test.
+template <typename T>
+CN_HD void primitive_box(const T* v0, const T* v1, const int64_t* prim, int nv, int64_t i,
+                         T inflate, T box[6]) {
+  T lo[3], hi[3];
+  for (int c = 0; c < 3; ++c) {
+    lo[c] = inf_value<T>();
+    hi[c] = -inf_value<T>();
+  }
+  const int count = prim ? nv : 1;
+  for (int k = 0; k < count; ++k) {
+    const int64_t v = prim ? prim[nv * i + k] : i;
+    for (int t = 0; t < (v1 ? 2 : 1); ++t) {
+      const T* p = (t == 0 ? v0 : v1) + 3 * v;
+      for (int c = 0; c < 3; ++c) {
+        lo[c] = p[c] < lo[c] ? p[c] : lo[c];
+        hi[c] = p[c] > hi[c] ? p[c] : hi[c];
+      }
+    }
+  }
+  for (int c = 0; c < 3; ++c) {
+    box[c] = lo[c] - inflate;
+    box[3 + c] = hi[c] + inflate;
+  }
+}
+
+// Boxes (n, 6) of primitive_box for every primitive.
 template <typename T>
 struct PrimitiveBoxFunctor {
   const T* v0;
@@ -31,28 +60,7 @@ struct PrimitiveBoxFunctor {
   T inflate;
   T* box;  // (n, 6)
 
-  CN_HD void operator()(int64_t i) const {
-    T lo[3], hi[3];
-    for (int c = 0; c < 3; ++c) {
-      lo[c] = inf_value<T>();
-      hi[c] = -inf_value<T>();
-    }
-    const int count = prim ? nv : 1;
-    for (int k = 0; k < count; ++k) {
-      const int64_t v = prim ? prim[nv * i + k] : i;
-      for (int t = 0; t < (v1 ? 2 : 1); ++t) {
-        const T* p = (t == 0 ? v0 : v1) + 3 * v;
-        for (int c = 0; c < 3; ++c) {
-          lo[c] = p[c] < lo[c] ? p[c] : lo[c];
-          hi[c] = p[c] > hi[c] ? p[c] : hi[c];
-        }
-      }
-    }
-    for (int c = 0; c < 3; ++c) {
-      box[6 * i + c] = lo[c] - inflate;
-      box[6 * i + 3 + c] = hi[c] + inflate;
-    }
-  }
+  CN_HD void operator()(int64_t i) const { primitive_box(v0, v1, prim, nv, i, inflate, box + 6 * i); }
 };
 
 template <typename T>

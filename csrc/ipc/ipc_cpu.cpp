@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "common/launch_cpu.h"
+#include "ipc/ipc_body_candidates.h"
 #include "ipc/ipc_ops.h"
 
 namespace contactnet {
@@ -197,12 +198,28 @@ TORCH_LIBRARY_FRAGMENT(contactnet, m) {
   m.def(
       "ipc_assemble_hessian(Tensor local, Tensor stencils, int num_vertices) -> "
       "(Tensor indices, Tensor values)");
+  m.def(
+      "ipc_body_trees(Tensor rest_vertices, Tensor faces, Tensor edges, Tensor vertex_body, "
+      "int num_bodies) -> (Tensor box, Tensor node, Tensor prim, Tensor root)");
+  m.def(
+      "ipc_body_candidates(Tensor vertices_t0, Tensor? vertices_t1, Tensor faces, Tensor edges, "
+      "Tensor? vertex_body, Tensor q_t0, Tensor? q_t1, Tensor body_pairs, Tensor box, "
+      "Tensor node, Tensor prim, Tensor root, float reach) -> (Tensor fv, Tensor ee, "
+      "Tensor stats)");
+  m.def(
+      "ipc_body_candidates_padded(Tensor vertices_t0, Tensor? vertices_t1, Tensor faces, "
+      "Tensor edges, Tensor? vertex_body, Tensor q_t0, Tensor? q_t1, Tensor body_pairs, "
+      "Tensor box, Tensor node, Tensor prim, Tensor root, float reach, int capacity) -> "
+      "(Tensor fv, Tensor ee, Tensor counts, Tensor stats)");
 }
 
 TORCH_LIBRARY_IMPL(contactnet, CPU, m) {
   for_each_ipc_op<IpcCpuLaunchers>(
       [&](const char* name, const char*, auto fn) { m.impl(name, fn); });
   m.impl("ipc_assemble_hessian", &assemble_hessian_cpu);
+  m.impl("ipc_body_trees", &ipc_body_trees_cpu);
+  m.impl("ipc_body_candidates", &ipc_body_candidates_cpu);
+  m.impl("ipc_body_candidates_padded", &ipc_body_candidates_padded_cpu);
 }
 
 }  // namespace contactnet

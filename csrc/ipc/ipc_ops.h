@@ -2,7 +2,8 @@
 // implementation parameterised by a device's launchers. ipc_cpu.cpp defines the schemas from this
 // list and registers it for the CPU, ipc_cuda.cu registers the same list for CUDA, so the two
 // devices cannot register different op sets. (ipc_assemble_hessian, a CPU-only helper, is
-// defined and registered in ipc_cpu.cpp alone; see ipc.h.)
+// defined and registered in ipc_cpu.cpp alone; see ipc.h. So are the body-level search's
+// ipc_body_trees / ipc_body_candidates[_padded], host drivers for now: ipc_body_candidates.h.)
 //
 // Launchers L: a struct of static launchers, one per cost class of per-index work:
 //   L::cheap    distances, barrier, potential values and gradients, friction values and gradients

@@ -1,7 +1,7 @@
 """IPC barrier kernels: squared distances with derivatives (`distances`), collision candidates
-(`candidates`: grid and fixed-capacity searches), the log barrier, the barrier and friction
-potentials with gradients, (PSD-projected) Hessians and their assembly (`potentials`), and
-conservative CCD (`ccd`), and the fused chain rule from contact stencils to affine body pairs
+(`candidates`: grid and fixed-capacity searches, and the body-level search of affine bodies), the
+log barrier, the barrier and friction potentials with gradients, (PSD-projected) Hessians and
+their assembly (`potentials`), conservative CCD (`ccd`), and the fused chain rule from contact stencils to affine body pairs
 (`body_derivatives`, the stepper's). C++ on CPU, CUDA on GPU, float32 or float64. Every public
 name is importable from this package. (The dense torch chain rule to rigid / affine body DOFs, the
 tests' reference, is `contactnet.sim.reference`.)
@@ -33,8 +33,13 @@ Conventions (the same as IPC Toolkit 1.6.1, against which the tests compare):
 from contactnet.ops._checks import trusted_indices
 from contactnet.ops.ipc.body_derivatives import BodyPairDerivatives, body_pair_derivatives, body_pair_derivatives_sum
 from contactnet.ops.ipc.candidates import (
+    BodySearch,
+    BodyTrees,
     Candidates,
     PaddedCandidates,
+    body_candidates,
+    body_candidates_padded,
+    body_trees,
     candidate_stencils,
     collision_candidates,
     collision_candidates_padded,
@@ -78,6 +83,8 @@ __all__ = [
     "BarrierHessian",
     "BarrierValues",
     "BodyPairDerivatives",
+    "BodySearch",
+    "BodyTrees",
     "Candidates",
     "PaddedCandidates",
     "assemble_hessian",
@@ -85,8 +92,11 @@ __all__ = [
     "barrier_potential",
     "barrier_potential_gradient",
     "barrier_potential_hessian",
+    "body_candidates",
+    "body_candidates_padded",
     "body_pair_derivatives",
     "body_pair_derivatives_sum",
+    "body_trees",
     "candidate_stencils",
     "ccd_time_of_impact",
     "collision_candidates",

@@ -1,6 +1,8 @@
 """IPC collision candidates of a packed mesh: its edges, the stencils of candidate pairs, and the
 broad phases (csrc/ipc/ipc_broad_phase.h): a uniform grid for variable-size lists, a
-sort-and-sweep for fixed-capacity (`*_padded`) lists that never read back to the host."""
+sort-and-sweep for fixed-capacity (`*_padded`) lists that never read back to the host; and, for
+affine bodies, a body-level search over per-body rest-frame trees (csrc/ipc/ipc_body_broad_phase.h,
+CPU) that finds the same pairs while visiting only what is near contact."""
 
 from __future__ import annotations
 
@@ -154,6 +156,78 @@ def swept_candidates_padded(vertices_t0, vertices_t1, faces, edges, capacity: in
     return PaddedCandidates(Candidates(fv, ee), counts)
 
 
+# ---- body-level search (affine bodies, CPU) ----------------------------------------------------
+
+
+class BodyTrees(NamedTuple):
+    """Every body's vertex, face and edge box trees in its rest frame (`body_trees`; layout in
+    csrc/ipc/ipc_body_broad_phase.h)."""
+
+    box: torch.Tensor  # (N, 6) float rest-frame [lo, hi] per node
+    node: torch.Tensor  # (N, 3) int64 [right child or -1 (leaf), first, count]
+    prim: torch.Tensor  # (V + F + E,) int64 primitive ids in leaf order
+    root: torch.Tensor  # (num_bodies, 3) int64 root node of each body's vertex / face / edge tree, -1: none
+
+
+class BodySearch(NamedTuple):
+    """Pairs of `body_candidates` and what finding them cost (timing-free counters)."""
+
+    candidates: Candidates
+    stats: torch.Tensor  # (4,) int64: body pairs tested, body pairs near, node pairs tested, primitive pairs tested
+
+
+def body_trees(rest_vertices, faces, edges, vertex_body, num_bodies: int) -> BodyTrees:
+    """Build once the trees of `body_candidates`: per body (vertex_body (V,) int64 in
+    [0, num_bodies)), a median-split box tree of its vertices, faces and edges at rest_vertices
+    (V, 3), the bodies' rest frames. A face / edge belongs to its first vertex's body. CPU tensors."""
+    faces, edges, vertex_body = ipc_mesh_args(rest_vertices, faces, edges, vertex_body, "rest_vertices")
+    if vertex_body is None:
+        raise TypeError("vertex_body: expected a (V,) int64 tensor of body ids, got None")
+    num_bodies = check_int(num_bodies, "num_bodies", 0)
+    return BodyTrees(*_ops.ipc_body_trees(rest_vertices, faces, edges, vertex_body, num_bodies))
+
+
+def body_candidates(vertices_t0, faces, edges, trees: BodyTrees, q_t0, body_pairs, reach: float,
+                    vertices_t1=None, q_t1=None, vertex_body=None) -> BodySearch:
+    """The pairs of `collision_candidates(vertices_t0, faces, edges, reach, vertex_body)` (or, with
+    vertices_t1, of `swept_candidates(vertices_t0, vertices_t1, faces, edges, reach, vertex_body)`)
+    that join the two bodies of a row of body_pairs (P, 2) int64: the same boxes and exact filter,
+    so the same pairs, but found by traversing only the trees of body pairs whose moving boxes
+    come within reach, with the node boxes mapped by the bodies' affine maps.
+
+    trees: from `body_trees` with the rest vertices x0. q_t0, q_t1: (num_bodies, 12) float, each
+    body's affine map (p, A row-major); vertices_t0 / vertices_t1 must be x = A x0 + p (to
+    rounding; a shift of a body's vertices belongs in its p). List each unordered body pair once.
+    Pairs come grouped by body pair in the order of body_pairs (deterministic), face–vertex as
+    (vertex, face), edge–edge as (edge_a < edge_b). CPU only."""
+    args = _body_args(vertices_t0, faces, edges, trees, q_t0, body_pairs, reach, vertices_t1, q_t1, vertex_body)
+    fv, ee, stats = _ops.ipc_body_candidates(*args)
+    return BodySearch(Candidates(fv, ee), stats)
+
+
+def body_candidates_padded(vertices_t0, faces, edges, trees: BodyTrees, q_t0, body_pairs, reach: float,
+                           capacity: int, vertices_t1=None, q_t1=None, vertex_body=None) -> PaddedCandidates:
+    """`body_candidates` in fixed-size lists, as `collision_candidates_padded` returns them:
+    `capacity` rows of each kind, -1 past the pairs found, and the counts found (no output shape
+    depends on the data, so the stepper's fixed-shape mode can use it on the CPU)."""
+    args = _body_args(vertices_t0, faces, edges, trees, q_t0, body_pairs, reach, vertices_t1, q_t1, vertex_body)
+    fv, ee, counts, _ = _ops.ipc_body_candidates_padded(*args, check_int(capacity, "capacity", 0))
+    return PaddedCandidates(Candidates(fv, ee), counts)
+
+
+def _body_args(vertices_t0, faces, edges, trees, q_t0, body_pairs, reach, vertices_t1, q_t1, vertex_body):
+    faces = as_index_tensor(faces, "faces", (None, 3))
+    edges = as_index_tensor(edges, "edges", (None, 2))
+    check_float_tensor(vertices_t0, "vertices_t0", (None, 3))
+    body_pairs = as_index_tensor(body_pairs, "body_pairs", (None, 2))
+    if vertex_body is not None:
+        vertex_body = as_index_tensor(vertex_body, "vertex_body", (vertices_t0.shape[0],))
+    if not isinstance(trees, BodyTrees):
+        raise TypeError(f"trees: expected the BodyTrees of body_trees, got {type(trees).__name__}")
+    reach = check_positive(reach, "reach", allow_zero=vertices_t1 is not None)
+    return (vertices_t0, vertices_t1, faces, edges, vertex_body, q_t0, q_t1, body_pairs, *trees, reach)
+
+
 # ---- fake (meta) implementations ---------------------------------------------------------------
 
 
@@ -170,6 +244,17 @@ def _(vertices, faces, edges, vertex_body, dhat):
 @torch.library.register_fake("contactnet::ipc_swept_candidates")
 def _(vertices_t0, vertices_t1, faces, edges, vertex_body, min_distance):
     return _dynamic_pairs(faces), _dynamic_pairs(faces)
+
+
+@torch.library.register_fake("contactnet::ipc_body_candidates")
+def _(vertices_t0, vertices_t1, faces, edges, vertex_body, q_t0, q_t1, body_pairs, box, node, prim, root, reach):
+    return _dynamic_pairs(faces), _dynamic_pairs(faces), faces.new_empty((4,), dtype=torch.int64)
+
+
+@torch.library.register_fake("contactnet::ipc_body_candidates_padded")
+def _(vertices_t0, vertices_t1, faces, edges, vertex_body, q_t0, q_t1, body_pairs, box, node, prim, root, reach,
+      capacity):
+    return (*_padded_pairs(faces, capacity), faces.new_empty((4,), dtype=torch.int64))
 
 
 def _padded_pairs(faces, capacity):

@@ -1,0 +1,302 @@
+// Body-level IPC candidate search (ipc_body_broad_phase.h): the host build of the body trees and
+// the host driver of the search. CPU only for now (registered in ipc_cpu.cpp, like
+// ipc_assemble_hessian); on a GPU the stepper keeps the all-primitive searches.
+//
+// ipc_body_trees(rest_vertices (V, 3) float, faces (F, 3) int64, edges (E, 2) int64,
+//                vertex_body (V,) int64 in [0, num_bodies), num_bodies)
+//   -> box (N, 6), node (N, 3) int64, prim (V + F + E,) int64, root (num_bodies, 3) int64: every
+//      body's vertex, face and edge trees in its rest frame (layout: ipc_body_broad_phase.h).
+//      A face / edge belongs to its first vertex's body.
+// ipc_body_candidates(vertices_t0 (V, 3), vertices_t1 (V, 3) or None, faces, edges,
+//                     vertex_body (V,) int64 or None, q_t0 (nb, 12), q_t1 (nb, 12) or None,
+//                     body_pairs (P, 2) int64, box, node, prim, root, reach)
+//   -> fv (Nfv, 2) int64 [vertex, face], ee (Nee, 2) int64 [edge_a < edge_b], stats (4,) int64.
+//      Without vertices_t1: the pairs of ipc_collision_candidates(vertices_t0, ..., vertex_body,
+//      dhat = reach) that join body a and body b of a listed pair; with it, those of
+//      ipc_swept_candidates(..., min_distance = reach). Same boxes, same filter, so the same pairs,
+//      in the order of body_pairs (deterministic), not sorted.
+//      q: each body's affine map (p, A row-major), and the vertices must be its positions
+//      x = A x0 + p of the rest vertices the trees were built from, to rounding (the node boxes
+//      carry 64 ulps of slack); a constant shift of a body's vertices must be in its p too.
+//      stats: BodySearchStat counters (body pairs tested, near, node pairs, primitive pairs).
+// ipc_body_candidates_padded(same, capacity) -> fv (capacity, 2), ee (capacity, 2), counts (2,),
+//      stats: the same pairs in fixed-size lists, as ipc_collision_candidates_padded returns them
+//      (the first `capacity` of each kind, -1 rows after them; counts = pairs found). No shape
+//      depends on the data, for the stepper's fixed-shape mode.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
+
+#include "ipc/ipc.h"
+#include "ipc/ipc_body_broad_phase.h"
+
+namespace contactnet {
+
+// ---- build ---------------------------------------------------------------------------------
+
+template <typename T>
+struct BodyTreeBuilder {
+  std::vector<T> box;        // 6 per node
+  std::vector<int64_t> node;  // 3 per node
+  std::vector<int64_t> prim;  // leaf order
+  std::vector<T> prim_box;    // rest boxes of the primitives being built, 6 per slot of `prim`
+
+  // Builds the subtree of prim[begin, end) at the next row; returns its depth.
+  int build(int64_t begin, int64_t end) {
+    const int64_t row = static_cast<int64_t>(node.size() / 3);
+    T b[6], cl[3], ch[3];
+    for (int c = 0; c < 3; ++c) {
+      b[c] = cl[c] = std::numeric_limits<T>::infinity();
+      b[3 + c] = ch[c] = -std::numeric_limits<T>::infinity();
+    }
+    for (int64_t i = begin; i < end; ++i) {
+      const T* pb = prim_box.data() + 6 * i;
+      for (int c = 0; c < 3; ++c) {
+        b[c] = std::min(b[c], pb[c]);
+        b[3 + c] = std::max(b[3 + c], pb[3 + c]);
+        const T centre = pb[c] + pb[3 + c];
+        cl[c] = std::min(cl[c], centre);
+        ch[c] = std::max(ch[c], centre);
+      }
+    }
+    box.insert(box.end(), b, b + 6);
+    node.insert(node.end(), {int64_t(-1), begin, end - begin});
+    if (end - begin <= kBodyLeafSize) return 1;
+    int axis = 0;
+    for (int c = 1; c < 3; ++c)
+      if (ch[c] - cl[c] > ch[axis] - cl[axis]) axis = c;
+    // Median split on the centres (twice the centre: the order is the same), slots moved with
+    // their boxes.
+    const int64_t mid = begin + (end - begin) / 2;
+    std::vector<int64_t> order(end - begin);
+    std::iota(order.begin(), order.end(), begin);
+    auto centre = [&](int64_t s) { return prim_box[6 * s + axis] + prim_box[6 * s + 3 + axis]; };
+    std::nth_element(order.begin(), order.begin() + (mid - begin), order.end(),
+                     [&](int64_t x, int64_t y) {
+                       return centre(x) < centre(y) || (centre(x) == centre(y) && prim[x] < prim[y]);
+                     });
+    std::vector<int64_t> ids(end - begin);
+    std::vector<T> boxes(6 * (end - begin));
+    for (int64_t k = 0; k < end - begin; ++k) {
+      ids[k] = prim[order[k]];
+      std::copy_n(prim_box.begin() + 6 * order[k], 6, boxes.begin() + 6 * k);
+    }
+    std::copy(ids.begin(), ids.end(), prim.begin() + begin);
+    std::copy(boxes.begin(), boxes.end(), prim_box.begin() + 6 * begin);
+    const int left = build(begin, mid);
+    node[3 * row] = static_cast<int64_t>(node.size() / 3);
+    const int right = build(mid, end);
+    return 1 + std::max(left, right);
+  }
+};
+
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_trees_cpu(
+    const at::Tensor& rest, const at::Tensor& faces, const at::Tensor& edges,
+    const at::Tensor& vertex_body, int64_t num_bodies) {
+  check_vertices(rest, "rest_vertices");
+  check_mesh(rest, faces, edges, vertex_body);
+  TORCH_CHECK(rest.is_cpu(), "rest_vertices: expected a CPU tensor (the trees are built on the host)");
+  TORCH_CHECK(num_bodies >= 0, "num_bodies: expected >= 0, got ", num_bodies);
+  const int64_t V = rest.size(0), F = faces.size(0), E = edges.size(0);
+  if (V > 0)
+    TORCH_CHECK_VALUE(vertex_body.max().item<int64_t>() < num_bodies,
+                      "vertex_body: body ids must be < num_bodies (", num_bodies, ")");
+  at::Tensor root = at::full({num_bodies, 3}, -1, vertex_body.options());
+  at::Tensor box, node, prim;
+  AT_DISPATCH_FLOATING_TYPES(rest.scalar_type(), "ipc_body_trees", [&] {
+    using T = scalar_t;
+    const T* x = rest.data_ptr<T>();
+    const int64_t* body = vertex_body.data_ptr<int64_t>();
+    const int64_t* f = faces.data_ptr<int64_t>();
+    const int64_t* e = edges.data_ptr<int64_t>();
+    BodyTreeBuilder<T> builder;
+    int64_t* roots = root.data_ptr<int64_t>();
+    const int64_t counts[3] = {V, F, E};
+    const int64_t* prims[3] = {nullptr, f, e};
+    const int nvs[3] = {1, 3, 2};
+    for (int kind = 0; kind < 3; ++kind) {
+      // Primitives grouped by body (stable: ascending ids within a body).
+      const int64_t n = counts[kind];
+      auto owner = [&](int64_t i) { return body[prims[kind] ? prims[kind][nvs[kind] * i] : i]; };
+      std::vector<int64_t> ids(n);
+      std::iota(ids.begin(), ids.end(), 0);
+      std::stable_sort(ids.begin(), ids.end(),
+                       [&](int64_t a, int64_t b) { return owner(a) < owner(b); });
+      const int64_t base = static_cast<int64_t>(builder.prim.size());
+      builder.prim.insert(builder.prim.end(), ids.begin(), ids.end());
+      builder.prim_box.resize(6 * builder.prim.size());
+      for (int64_t k = 0; k < n; ++k)
+        primitive_box<T>(x, nullptr, prims[kind], nvs[kind], ids[k], T(0),
+                         builder.prim_box.data() + 6 * (base + k));
+      for (int64_t k = 0; k < n;) {
+        int64_t end = k;
+        while (end < n && owner(ids[end]) == owner(ids[k])) ++end;
+        roots[3 * owner(ids[k]) + kind] = static_cast<int64_t>(builder.node.size() / 3);
+        const int depth = builder.build(base + k, base + end);
+        TORCH_CHECK(depth <= kBodyTreeMaxDepth, "ipc_body_trees: tree depth ", depth,
+                    " exceeds kBodyTreeMaxDepth");
+        k = end;
+      }
+    }
+    const int64_t N = static_cast<int64_t>(builder.node.size() / 3);
+    box = at::empty({N, 6}, rest.options());
+    node = at::empty({N, 3}, vertex_body.options());
+    prim = at::empty({static_cast<int64_t>(builder.prim.size())}, vertex_body.options());
+    std::copy(builder.box.begin(), builder.box.end(), box.data_ptr<T>());
+    std::copy(builder.node.begin(), builder.node.end(), node.data_ptr<int64_t>());
+    std::copy(builder.prim.begin(), builder.prim.end(), prim.data_ptr<int64_t>());
+  });
+  return {box, node, prim, root};
+}
+
+// ---- search --------------------------------------------------------------------------------
+
+inline void check_body_trees(const at::Tensor& vertices, const at::Tensor& faces,
+                             const at::Tensor& edges, const at::Tensor& box, const at::Tensor& node,
+                             const at::Tensor& prim, const at::Tensor& root) {
+  check_float_input(box, "box", {-1, 6});
+  check_same_device_dtype(vertices, "vertices_t0", box, "box");
+  check_input(node, "node", {box.size(0), 3});
+  check_input(prim, "prim", {vertices.size(0) + faces.size(0) + edges.size(0)});
+  check_input(root, "root", {-1, 3});
+  for (const at::Tensor* t : {&node, &prim, &root}) {
+    TORCH_CHECK(t->scalar_type() == at::kLong, "body trees: expected int64 node, prim and root");
+    check_same_device(*t, "body trees", vertices, "vertices_t0");
+  }
+}
+
+// capacity < 0: compact lists; else `capacity` rows each, -1 past the pairs found, and counts.
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> body_candidates_cpu_impl(
+    const at::Tensor& v0, const std::optional<at::Tensor>& v1, const at::Tensor& faces,
+    const at::Tensor& edges, const std::optional<at::Tensor>& vertex_body, const at::Tensor& q0,
+    const std::optional<at::Tensor>& q1, const at::Tensor& body_pairs, const at::Tensor& box,
+    const at::Tensor& node, const at::Tensor& prim, const at::Tensor& root, double reach,
+    int64_t capacity) {
+  // Index values are not re-read here (that would cost a pass over the whole scene, which this
+  // search exists to avoid): faces and edges are the ones the trees were built from (checked
+  // there; `prim` must match their sizes), body pairs are checked against the trees.
+  check_vertices(v0, "vertices_t0");
+  TORCH_CHECK(v0.is_cpu(), "vertices_t0: ipc_body_candidates runs on the CPU");
+  check_input(faces, "faces", {-1, 3});
+  check_input(edges, "edges", {-1, 2});
+  TORCH_CHECK(faces.scalar_type() == at::kLong && edges.scalar_type() == at::kLong,
+              "faces, edges: expected int64");
+  check_body_trees(v0, faces, edges, box, node, prim, root);
+  const int64_t nb = root.size(0);
+  check_float_input(q0, "q_t0", {nb, 12});
+  check_same_device_dtype(v0, "vertices_t0", q0, "q_t0");
+  if (v1.has_value()) {
+    check_vertices(*v1, "vertices_t1");
+    check_same_device_dtype(v0, "vertices_t0", *v1, "vertices_t1");
+    check_same_batch(v0, "vertices_t0", *v1, "vertices_t1");
+    TORCH_CHECK(q1.has_value(), "q_t1: expected with vertices_t1 (a swept search)");
+  }
+  if (q1.has_value()) {
+    TORCH_CHECK(v1.has_value(), "vertices_t1: expected with q_t1 (a swept search)");
+    check_float_input(*q1, "q_t1", {nb, 12});
+    check_same_device_dtype(v0, "vertices_t0", *q1, "q_t1");
+  }
+  if (vertex_body.has_value()) {
+    check_input(*vertex_body, "vertex_body", {v0.size(0)});
+    TORCH_CHECK(vertex_body->scalar_type() == at::kLong, "vertex_body: expected int64");
+  }
+  check_index_input(body_pairs, "body_pairs", {-1, 2}, nb);
+  TORCH_CHECK(reach > 0 || (v1.has_value() && reach >= 0), "reach: expected > 0 (>= 0 swept), got ",
+              reach);
+  const auto lopt = faces.options();
+  const int64_t items = 3 * body_pairs.size(0);
+  std::vector<std::vector<int64_t>> found(items);
+  std::vector<std::array<int64_t, kBodySearchStats>> stats(items);
+  AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_body_candidates", [&] {
+    using T = scalar_t;
+    BodyPairTraversal<T> t{};
+    const int64_t* body = vertex_body.has_value() ? vertex_body->data_ptr<int64_t>() : nullptr;
+    // The filters of ipc_collision_candidates (dhat2 = reach²) / ipc_swept_candidates (none).
+    const T dhat2 = v1.has_value() ? T(-1.0) : T(reach * reach);
+    t.fv_filter = CandidatePairFilter<T>{false, v0.data_ptr<T>(), faces.data_ptr<int64_t>(),
+                                         edges.data_ptr<int64_t>(), body, dhat2};
+    t.ee_filter = t.fv_filter;
+    t.ee_filter.self = true;
+    t.v0 = v0.data_ptr<T>();
+    t.v1 = v1.has_value() ? v1->data_ptr<T>() : nullptr;
+    t.faces = faces.data_ptr<int64_t>();
+    t.edges = edges.data_ptr<int64_t>();
+    t.q0 = q0.data_ptr<T>();
+    t.q1 = q1.has_value() ? q1->data_ptr<T>() : nullptr;
+    t.pairs = body_pairs.data_ptr<int64_t>();
+    t.box = box.data_ptr<T>();
+    t.node = node.data_ptr<int64_t>();
+    t.prim = prim.data_ptr<int64_t>();
+    t.root = root.data_ptr<int64_t>();
+    t.inflate = T(0.5 * reach);
+    struct Append {
+      std::vector<int64_t>* pairs;
+      void operator()(int64_t a, int64_t b) {
+        pairs->push_back(a);
+        pairs->push_back(b);
+      }
+    };
+    // One item per task: a pair near contact costs far more than the rest.
+    at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        Append sink{&found[i]};
+        stats[i].fill(0);
+        t.visit(i, sink, stats[i].data());
+      }
+    });
+  });
+  at::Tensor counts = at::zeros({2}, lopt);
+  int64_t* n = counts.data_ptr<int64_t>();
+  for (int64_t i = 0; i < items; ++i) n[i % 3 == 2] += static_cast<int64_t>(found[i].size()) / 2;
+  at::Tensor fv = capacity < 0 ? at::empty({n[0], 2}, lopt) : at::full({capacity, 2}, -1, lopt);
+  at::Tensor ee = capacity < 0 ? at::empty({n[1], 2}, lopt) : at::full({capacity, 2}, -1, lopt);
+  int64_t* out[2] = {fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>()};
+  int64_t room[2] = {2 * fv.size(0), 2 * ee.size(0)};  // values left to write
+  at::Tensor counters = at::zeros({kBodySearchStats}, lopt);
+  int64_t* c = counters.data_ptr<int64_t>();
+  for (int64_t i = 0; i < items; ++i) {
+    const int kind = i % 3 == 2;
+    const int64_t m = std::min(room[kind], static_cast<int64_t>(found[i].size()));
+    out[kind] = std::copy_n(found[i].begin(), m, out[kind]);
+    room[kind] -= m;
+    for (int k = 0; k < kBodySearchStats; ++k) c[k] += stats[i][k];
+  }
+  return {fv, ee, counts, counters};
+}
+
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_cpu(
+    const at::Tensor& v0, const std::optional<at::Tensor>& v1, const at::Tensor& faces,
+    const at::Tensor& edges, const std::optional<at::Tensor>& vertex_body, const at::Tensor& q0,
+    const std::optional<at::Tensor>& q1, const at::Tensor& body_pairs, const at::Tensor& box,
+    const at::Tensor& node, const at::Tensor& prim, const at::Tensor& root, double reach) {
+  auto r = body_candidates_cpu_impl(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs, box,
+                                    node, prim, root, reach, -1);
+  return {std::get<0>(r), std::get<1>(r), std::get<3>(r)};
+}
+
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_padded_cpu(
+    const at::Tensor& v0, const std::optional<at::Tensor>& v1, const at::Tensor& faces,
+    const at::Tensor& edges, const std::optional<at::Tensor>& vertex_body, const at::Tensor& q0,
+    const std::optional<at::Tensor>& q1, const at::Tensor& body_pairs, const at::Tensor& box,
+    const at::Tensor& node, const at::Tensor& prim, const at::Tensor& root, double reach,
+    int64_t capacity) {
+  TORCH_CHECK(capacity >= 0, "capacity: expected >= 0, got ", capacity);
+  return body_candidates_cpu_impl(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs, box, node,
+                                  prim, root, reach, capacity);
+}
+
+}  // namespace contactnet
