@@ -43,7 +43,6 @@ import numpy as np
 import torch
 
 from benchmarks.common import machine_info
-from benchmarks.stepper import PAPER_TABLE_II
 from contactnet.data.storage import write_json_atomic
 from contactnet.geometry import MeshLibrary
 from contactnet.ops import mesh_collide, mesh_distance
@@ -54,6 +53,12 @@ from contactnet.sim import Stepper, scenes
 # translation that separates overlapping meshes.
 SPHERE_DIRECTIONS = 64
 SEPARATION_TOL = 1e-5  # metres: bisection tolerance of a penetration depth
+
+PAPER_TABLE_II = {  # metres: average, top-10% average, maximum of min-|sd| over 600 contacts
+    "IG-CVXD": (0.0132, 0.0302, 0.0392),
+    "IG-CVXH": (0.0709, 0.1266, 0.1286),
+    "BRAX-LOCC": (0.0077, 0.0218, 0.0338),
+}
 
 
 def separation_directions(count: int = SPHERE_DIRECTIONS) -> torch.Tensor:
