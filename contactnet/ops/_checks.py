@@ -216,23 +216,29 @@ def mesh_ids(ids, name: str, device) -> torch.Tensor:
     return as_index_tensor(ids, name, (None,), device)
 
 
+def float_rows(x, name: str, q: int, width: int, meaning: str, batch_name: str, dtype, device) -> torch.Tensor:
+    """(q, width) float rows as a contiguous tensor of the library's `dtype` on its `device`: the
+    other float dtype is cast once; a well-formed tensor passes through with no copy. `meaning`
+    describes a row in the shape error; `batch_name` is the argument that fixed q."""
+    if not (type(x) is torch.Tensor and x.dtype == dtype and x.device == device and x.shape == (q, width)):
+        check_tensor(x, name)
+        if x.dim() == 2 and x.shape[0] != q:
+            raise ValueError(f"{name} has batch size {x.shape[0]} but {batch_name} has {q}")
+        if x.dim() != 2 or x.shape[1] != width:
+            raise ValueError(f"{name}: expected shape (Q, {width}) {meaning}, got {tuple(x.shape)}")
+        if x.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"{name}: expected dtype float32 or float64, got {x.dtype}")
+        if x.device != device:
+            raise ValueError(f"{name} is on {x.device} but the library is on {device}")
+        x = x.to(dtype)
+    return x.contiguous()
+
+
 def query_poses(poses, name: str, q: int, dtype: torch.dtype, device) -> torch.Tensor:
     """(Q, 7) poses as a contiguous tensor of the library's dtype on its device: a pose batch of
     the other float dtype is cast once (float64 into a float32 library rounds to float32, as the
     library's vertices are); a well-formed batch passes through with no copy."""
-    p = poses
-    if not (type(p) is torch.Tensor and p.dtype == dtype and p.device == device and p.shape == (q, 7)):
-        check_tensor(p, name)
-        if p.dim() == 2 and p.shape[0] != q:
-            raise ValueError(f"{name} has batch size {p.shape[0]} but ids_a has {q}")
-        if p.dim() != 2 or p.shape[1] != 7:
-            raise ValueError(f"{name}: expected shape (Q, 7) [x, y, z, qw, qx, qy, qz], got {tuple(p.shape)}")
-        if p.dtype not in FLOAT_DTYPES:
-            raise TypeError(f"{name}: expected dtype float32 or float64, got {p.dtype}")
-        if p.device != device:
-            raise ValueError(f"{name} is on {p.device} but the library is on {device}")
-        p = p.to(dtype)
-    p = p.contiguous()
+    p = float_rows(poses, name, q, 7, "[x, y, z, qw, qx, qy, qz]", "ids_a", dtype, device)
     if values_checked_here(p):
         check_poses(p, name)
     return p
@@ -269,19 +275,7 @@ def point_query_args(lib, ids, points, max_distance):
     device, dtype = lib.device, lib.dtype
     ids = mesh_ids(ids, "ids", device)
     q = ids.shape[0]
-    p = points
-    if not (type(p) is torch.Tensor and p.dtype == dtype and p.device == device and p.shape == (q, 3)):
-        check_tensor(p, "points")
-        if p.dim() == 2 and p.shape[0] != q:
-            raise ValueError(f"points has batch size {p.shape[0]} but ids has {q}")
-        if p.dim() != 2 or p.shape[1] != 3:
-            raise ValueError(f"points: expected shape (Q, 3) in the meshes' frames, got {tuple(p.shape)}")
-        if p.dtype not in FLOAT_DTYPES:
-            raise TypeError(f"points: expected dtype float32 or float64, got {p.dtype}")
-        if p.device != device:
-            raise ValueError(f"points is on {p.device} but the library is on {device}")
-        p = p.to(dtype)
-    p = p.contiguous()
+    p = float_rows(points, "points", q, 3, "in the meshes' frames", "ids", dtype, device)
     if max_distance is None or (type(max_distance) in (int, float) and max_distance == math.inf):
         bound = p.new_full((q,), math.inf)
     elif isinstance(max_distance, torch.Tensor):

@@ -49,7 +49,7 @@ def mass_properties(vertices: np.ndarray, faces: np.ndarray, density: float | No
     det = np.einsum("fi,fi->f", t[:, 0], np.cross(t[:, 1], t[:, 2])) / 6.0  # signed tet volumes
     volume = float(det.sum())
     area = 0.5 * np.linalg.norm(np.cross(t[:, 1] - t[:, 0], t[:, 2] - t[:, 0]), axis=1)
-    closed = volume > 1e-9 * float(area.sum()) ** 1.5 and _is_closed(np.asarray(faces))
+    closed = volume > 1e-9 * float(area.sum()) ** 1.5 and is_closed(np.asarray(faces))
     if closed:
         # tetrahedron (0, v0, v1, v2): ∫x = V (Σv)/4, ∫x xᵀ = V/20 (Σ v vᵀ + (Σv)(Σv)ᵀ)
         m1 = (det[:, None] * s).sum(0) / 4.0
@@ -66,7 +66,7 @@ def mass_properties(vertices: np.ndarray, faces: np.ndarray, density: float | No
     return MassProperties(float(mass), sigma * m1, sigma * m2, float(mass) / 1000.0)
 
 
-def _is_closed(faces: np.ndarray) -> bool:
+def is_closed(faces: np.ndarray) -> bool:
     """Every undirected edge is shared by exactly two faces."""
     e = np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), axis=1)
     _, counts = np.unique(e, axis=0, return_counts=True)

@@ -6,22 +6,37 @@ procedural families (`contactnet.data.procedural`), so nothing is downloaded.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import torch
 
 from contactnet.geometry.mesh import Mesh
+from contactnet.sim.affine import is_closed
 from contactnet.sim.scene import Scene, box_mesh
+
+_REDRAWS, _REDRAW_STRIDE = 8, 100_003  # seeds tried for a closed procedural mesh
 
 __all__ = ["bowl_shake", "cube_stack", "drop_objects", "procedural_mesh", "ring_on_peg", "shake_trajectory"]
 
 
 def procedural_mesh(family: str, seed: int, size: float) -> Mesh:
-    """A watertight object of a procedural family, largest side `size` metres, AABB-centred."""
+    """A watertight object of a procedural family, largest side `size` metres, AABB-centred.
+
+    A rare draw has a zero-area sliver face, which Mesh drops, leaving the surface open (no
+    enclosed volume, so no mass from a density): such a draw is replaced by the next one in a fixed
+    sequence of seeds, so every seed gives a closed mesh and the good draws are unchanged."""
     from contactnet.data.procedural import make_object
 
-    v, f = make_object(family, seed, (size, size))
-    return Mesh(v, f, name=f"{family}-{seed}")
+    for attempt in range(_REDRAWS):
+        s = seed + attempt * _REDRAW_STRIDE
+        v, f = make_object(family, s, (size, size))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a dropped sliver is handled here, not reported
+            mesh = Mesh(v, f, name=f"{family}-{s}")
+        if is_closed(mesh.faces.numpy()):
+            return mesh
+    raise RuntimeError(f"procedural_mesh: no closed {family!r} mesh in {_REDRAWS} draws from seed {seed}")
 
 
 def _yaw(angle: float) -> list[float]:

@@ -60,3 +60,13 @@ def fcl_collide(va, fa, vb, fb) -> bool:
         return fcl.CollisionObject(m, fcl.Transform())
 
     return fcl.collide(model(va, fa), model(vb, fb), fcl.CollisionRequest()) > 0
+
+
+def joint_space_fd(fn, q, h=1e-6):
+    """Central finite differences of a scalar-per-configuration `fn` in every joint of q (..., dof)."""
+    g = torch.zeros_like(q)
+    for j in range(q.shape[-1]):
+        e = torch.zeros_like(q)
+        e[..., j] = h
+        g[..., j] = (fn(q + e) - fn(q - e)) / (2 * h)
+    return g

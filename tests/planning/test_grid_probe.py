@@ -15,7 +15,7 @@ from contactnet.planning import CollisionChecker, CollisionWorld, VoxelGrid, vox
 from contactnet.planning.grid_probe import interior_lattice, mesh_probe, surface_cover
 from contactnet.planning.primitives import PrimitiveKind, primitive_params, primitive_signed_distance
 from contactnet.planning.robot import RobotChecker
-from tests.planning.robots import random_q, three_link_world
+from tests.planning.robots import joint_space_fd, random_q, three_link_world
 from tests.planning.scenes import tiny_net
 
 VOXEL = 0.01
@@ -152,15 +152,6 @@ def _near_free(rc, n, seed):
     return q[keep][:n]
 
 
-def _fd(fn, q, h):
-    g = torch.zeros_like(q)
-    for j in range(q.shape[-1]):
-        e = torch.zeros_like(q)
-        e[..., j] = h
-        g[..., j] = (fn(q + e) - fn(q - e)) / (2 * h)
-    return g
-
-
 def test_grid_cost_gradient_matches_finite_differences(worlds):
     _, _, grid_world, grid_robot = worlds
     rc = RobotChecker(grid_robot, CollisionChecker(grid_world, "exact", eta=0.05), self_collision=False)
@@ -168,7 +159,7 @@ def test_grid_cost_gradient_matches_finite_differences(worlds):
     _, grad = rc.robot_cost(q)
     assert bool((grad.abs().sum(-1) > 0).all())
     # The trilinear field is smooth inside a cell and the argmin point is locally fixed: a tiny step.
-    torch.testing.assert_close(grad, _fd(lambda x: rc.cost(x), q, 1e-7), atol=1e-6, rtol=1e-4)
+    torch.testing.assert_close(grad, joint_space_fd(lambda x: rc.cost(x), q, 1e-7), atol=1e-6, rtol=1e-4)
 
 
 def test_every_backend_adds_the_same_grid_term(worlds):

@@ -10,8 +10,8 @@ import trimesh
 from contactnet.planning import CollisionChecker, CollisionWorld
 from contactnet.planning.robot import Robot, RobotChecker
 from contactnet.planning.urdf import load_urdf
-from tests.planning.robots import (PACKAGES, URDF, fcl_collide, placed_vertices, random_q,
-                                   three_link_world)
+from tests.planning.robots import (PACKAGES, URDF, fcl_collide, joint_space_fd, placed_vertices,
+                                   random_q, three_link_world)
 from tests.planning.scenes import tiny_net
 from tests.planning.urdf_reference import link_transforms, origin
 
@@ -92,15 +92,6 @@ def test_package_paths_resolve_from_folders_and_ancestors(tmp_path):
         load_urdf(URDF.read_text())
 
 
-def _fd(fn, q, h=1e-6):
-    g = torch.zeros_like(q)
-    for j in range(q.shape[-1]):
-        e = torch.zeros_like(q)
-        e[..., j] = h
-        g[..., j] = (fn(q + e) - fn(q - e)) / (2 * h)
-    return g
-
-
 def _near_configurations(rc, n, seed):
     """Configurations with some cost (within eta of an obstacle or a self pair) but no contact, so the
     cost is smooth there."""
@@ -119,7 +110,7 @@ def test_exact_robot_cost_gradient_matches_finite_differences(scene):
     cost, grad = rc.robot_cost(q)
     assert cost.shape == (1, 6) and grad.shape == (1, 6, robot.dof)
     assert bool((grad.abs().sum(-1) > 0).all())
-    fd = _fd(lambda x: rc.cost(x), q)
+    fd = joint_space_fd(lambda x: rc.cost(x), q)
     torch.testing.assert_close(grad, fd, atol=2e-6, rtol=1e-4)
 
 
@@ -128,7 +119,7 @@ def test_exact_self_cost_gradient_matches_finite_differences():
     rc = RobotChecker(robot, CollisionChecker(world, "exact", eta=0.08), world_collision=False)
     q = _near_configurations(rc, 4, seed=4)[None]
     _, grad = rc.robot_cost(q)
-    torch.testing.assert_close(grad, _fd(lambda x: rc.cost(x), q), atol=2e-6, rtol=1e-4)
+    torch.testing.assert_close(grad, joint_space_fd(lambda x: rc.cost(x), q), atol=2e-6, rtol=1e-4)
 
 
 def test_learned_robot_cost_gradient_matches_finite_differences():
@@ -141,7 +132,7 @@ def test_learned_robot_cost_gradient_matches_finite_differences():
     q = random_q(robot, 5, seed=5)[None]
     cost, grad = rc.robot_cost(q)
     assert bool((cost > 0).all())  # softplus: never exactly 0
-    fd = _fd(lambda x: rc.cost(x), q, h=3e-3)
+    fd = joint_space_fd(lambda x: rc.cost(x), q, h=3e-3)
     torch.testing.assert_close(grad, fd, atol=1.5e-5, rtol=3e-2)
     assert float(grad.abs().max()) > 1e-4
     net = tiny_net("locc")
@@ -352,7 +343,7 @@ def test_mimic_cost_gradient_reaches_the_leader():
     cost, grad = rc.robot_cost(q)
     # Opening finger_a moves finger_b (multiplier -1.5) towards the post: the cost grows with it.
     assert bool((grad[..., 1] > 0).all())
-    torch.testing.assert_close(grad, _fd(lambda x: rc.cost(x), q), atol=2e-6, rtol=1e-4)
+    torch.testing.assert_close(grad, joint_space_fd(lambda x: rc.cost(x), q), atol=2e-6, rtol=1e-4)
 
 
 def test_wrong_dof_names_the_independent_joints_and_the_mimic_rule():
