@@ -36,7 +36,11 @@ def _poses(shape, seed, spread=0.05, dtype=torch.float32):
 
 
 def _grouped(emb):
-    return ShapeEmbedding(emb.features[:, None], emb.aabb[:, None])
+    return emb.map(lambda x: x[:, None])
+
+
+def _rows(emb, ids):
+    return emb.map(lambda x: x[ids])
 
 
 @pytest.mark.parametrize("cls", NETS)
@@ -62,7 +66,7 @@ def test_encoder_grid_is_the_per_cell_max_of_point_features():
     grids = []
     hook = encoder.enc.register_forward_hook(lambda module, inputs, output: grids.append(inputs[0]))
     points.requires_grad_(True)
-    encoder(points, normals, aabb)
+    occupancy = encoder(points, normals, aabb).occupancy
     hook.remove()
     grid = grids[0]  # (B, H, M, M, M)
 
@@ -75,6 +79,7 @@ def test_encoder_grid_is_the_per_cell_max_of_point_features():
             inside = (cells[b] == torch.tensor([i, j, k])).all(-1)
             if inside.any():
                 expected[b, :, i, j, k] = features[b, inside].amax(0)
+            assert occupancy[b, (i * 4 + j) * 4 + k] == inside.sum()  # points per cell, x-major
     assert (expected[1] == 0).all(0).sum() > 0
     torch.testing.assert_close(grid, expected, rtol=1e-12, atol=1e-12)
     upstream = torch.randn_like(grid)
@@ -94,8 +99,7 @@ def test_indexed_prediction_equals_broadcast_prediction(cls, monkeypatch):
     g = torch.Generator().manual_seed(3)
     ids_a, ids_b = torch.randint(5, (40,), generator=g), torch.randint(5, (40,), generator=g)
     pa, pb = _poses((40,), 8, spread=0.03), _poses((40,), 9, spread=0.03)
-    gathered = net.predict(ShapeEmbedding(table.features[ids_a], table.aabb[ids_a]),
-                           ShapeEmbedding(table.features[ids_b], table.aabb[ids_b]), pa, pb)
+    gathered = net.predict(_rows(table, ids_a), _rows(table, ids_b), pa, pb)
     torch.testing.assert_close(net.predict_indexed(table, ids_a, ids_b, pa, pb), gathered, atol=1e-5, rtol=1e-5)
 
 
