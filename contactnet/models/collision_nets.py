@@ -61,18 +61,26 @@ class LOCC(CollisionNet):
       commute with interpolation; a planner's table is projected once per call). Each query
       reads M³·8·D numbers per side: on a CPU this term costs far more than the crop (see the
       README's figures); a nearest-cell lookup was cheaper but lost 3 points on boundary pairs.
+      `cross_cells` k > 0 reads only k of A's cells per query (fixed shapes: `torch.topk`), the
+      kept cells where A has points first (`ShapeEmbedding.occupancy`), among them those nearest
+      B's points (B's occupancy interpolated there), then those nearest B's box centre; cells
+      that are not kept never count. 0 reads all M³ (k >= M³ reads them all too).
     - `distance_head`: a second output regressing the clamped signed distance (trained jointly,
       see CollisionModule.beta), so the shared features must resolve how far the objects are
       from touching, not only which side they are on.
     """
 
     def __init__(self, encoder: ShapeEncoder, head_hidden: int = 256, cross_features: int = 0,
-                 distance_head: bool = False):
+                 distance_head: bool = False, cross_cells: int = 0):
         super().__init__(encoder)
         f = encoder.features
         self.cross_features, self.distance_head = int(cross_features), bool(distance_head)
+        self.cross_cells = int(cross_cells)
         if self.cross_features < 0:
             raise ValueError(f"cross_features: expected a count >= 0, got {cross_features}")
+        if self.cross_cells < 0 or (self.cross_cells and not self.cross_features):
+            raise ValueError(f"cross_cells: expected 0, or a count > 0 with cross_features > 0, got {cross_cells} "
+                             f"(cross_features {cross_features})")
         if self.cross_features:
             self.query = nn.Linear(f, self.cross_features, bias=False)
             self.key = nn.Linear(f, self.cross_features, bias=False)
@@ -93,13 +101,39 @@ class LOCC(CollisionNet):
         """(..., F, M, M, M) embeddings -> (N·M³, F) cell rows, N the number of embeddings."""
         return features.flatten(-3).transpose(-1, -2).reshape(-1, self.encoder.features)
 
-    def _cross(self, own: torch.Tensor, keys: torch.Tensor, coords: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    def _cross(self, own: torch.Tensor, keys: torch.Tensor, coords: torch.Tensor, keep: torch.Tensor,
+               occupancy: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Co-occupancy of the own object's kept cells: own (..., C, D) projected own cells, keys
         (N, D, M, M, M) the other objects' projected grids, coords (N, P, C, 3) the own cells in
-        the other box's units (P queries per grid; own and keep (..., C) broadcast to (N·P, C))."""
+        the other box's units (P queries per grid; own and keep (..., C) broadcast to (N·P, C)).
+        With cross_cells, occupancy = (own (..., C) points per cell, the other's (N, 1, M, M, M))."""
+        if self.cross_cells:
+            n, p = coords.shape[:2]
+            cells = self._cells(coords, keep, *occupancy)  # (..., k) like keep's leading dimensions
+            own = own.expand(*keep.shape, own.shape[-1]).gather(-2, cells[..., None].expand(*cells.shape, own.shape[-1]))
+            coords = coords.reshape(*keep.shape, 3).gather(-2, cells[..., None].expand(*cells.shape, 3))
+            coords, keep = coords.reshape(n, p, -1, 3), keep.gather(-1, cells)
         sampled = F.grid_sample(keys, coords.flip(-1)[:, :, :, None], align_corners=False)  # (N, D, P, C, 1)
         sampled = sampled.squeeze(-1).permute(0, 2, 3, 1).reshape(*keep.shape, keys.shape[1])
         return _masked_max(own * sampled, keep)
+
+    @torch.no_grad()
+    def _cells(self, coords: torch.Tensor, keep: torch.Tensor, own_occupancy: torch.Tensor,
+               other_occupancy: torch.Tensor) -> torch.Tensor:
+        """Indices (..., k) of the cross_cells cells per query, by priority: kept cells with the
+        own object's points (4) + the other's occupancy interpolated there, squashed to [0, 2) +
+        nearness to the other box's centre in (0, 1]; cells that are not kept rank last (-1)."""
+        near = F.grid_sample(other_occupancy, coords.flip(-1)[:, :, :, None], align_corners=False).reshape(keep.shape)
+        centre = coords.square().sum(-1).reshape(keep.shape)
+        priority = 4.0 * (own_occupancy > 0) + 2.0 * near / (1.0 + near) + 1.0 / (1.0 + centre)
+        priority = torch.where(keep, priority, -1.0)
+        return priority.topk(min(self.cross_cells, keep.shape[-1]), -1, sorted=False).indices
+
+    def _occupancy(self, emb: ShapeEmbedding, arg: str) -> torch.Tensor:
+        if emb.occupancy is None:
+            raise ValueError(f"{arg}.occupancy: cross_cells ranks cells by the encoder's points per cell; got an "
+                             f"embedding without it (pass the encoder's ShapeEmbedding.occupancy along)")
+        return emb.occupancy
 
     def _cross_grouped(self, own, other, pose_own, pose_other, keep, lead):
         """`_cross` for embeddings that broadcast against the poses: the other's grid is sampled
@@ -116,7 +150,11 @@ class LOCC(CollisionNet):
                                                                                   *other.features.shape[-4:])
         keys = self.key(grids.reshape(n, self.encoder.features, -1).transpose(1, 2)).transpose(1, 2)
         queries = self.query(own.features.flatten(-3).transpose(-1, -2))
-        return self._cross(queries, keys.reshape(n, -1, m, m, m), coords.reshape(n, -1, m**3, 3), keep)
+        occupancy = None
+        if self.cross_cells:
+            other_occupancy = other.occupancy.reshape(*shared, m**3).expand(*lead[:split], *shared[split:], m**3)
+            occupancy = (own.occupancy, other_occupancy.reshape(n, 1, m, m, m))
+        return self._cross(queries, keys.reshape(n, -1, m, m, m), coords.reshape(n, -1, m**3, 3), keep, occupancy)
 
     def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor,
                 with_distance: bool = False):
@@ -126,6 +164,8 @@ class LOCC(CollisionNet):
         crop_a = torch.einsum("...fc,...c->...f", emb_a.features.flatten(-3), w_a)
         crop_b = torch.einsum("...fc,...c->...f", emb_b.features.flatten(-3), w_b)
         cross = ()
+        if self.cross_cells:
+            self._occupancy(emb_a, "emb_a"), self._occupancy(emb_b, "emb_b")
         if self.cross_features:
             lead = torch.broadcast_shapes(emb_a.features.shape[:-4], emb_b.features.shape[:-4], pose_a.shape[:-1],
                                           pose_b.shape[:-1])
@@ -154,10 +194,12 @@ class LOCC(CollisionNet):
             # Each query copies its other's grid (D·M³ numbers): slices of CROSS_CHUNK queries bound
             # that memory whatever the caller's batch (a fixed number of slices for a given batch).
             sides = ((ids_a, ids_b, pose_a, pose_b, w_a > 0), (ids_b, ids_a, pose_b, pose_a, w_b > 0))
+            occupancy = self._occupancy(table, "table") if self.cross_cells else None
             cross = tuple(torch.cat([
                 self._cross(queries[i_own[e]], keys[i_other[e]],
                             grid_coordinates(table.aabb[i_own[e]], m, p_own[e], p_other[e], table.aabb[i_other[e]])[:, None],
-                            keep[e])
+                            keep[e],
+                            None if occupancy is None else (occupancy[i_own[e]], occupancy[i_other[e]].view(-1, 1, m, m, m)))
                 for e in (slice(s, s + CROSS_CHUNK) for s in range(0, max(len(i_own), 1), CROSS_CHUNK))])
                 for i_own, i_other, p_own, p_other, keep in sides)
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance)

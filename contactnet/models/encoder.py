@@ -12,6 +12,13 @@ from torch import nn
 class ShapeEmbedding(NamedTuple):
     features: torch.Tensor  # (..., F, M, M, M) per-cell features
     aabb: torch.Tensor  # (..., 2, 3) min / max corners of the grid's box, object frame, metres
+    # (..., M³) points per cell (x-major like features.flatten(-3)): where the object has surface,
+    # which LOCC's cross_cells ranks cells by; None where a caller built the embedding without it.
+    occupancy: torch.Tensor | None = None
+
+    def map(self, fn) -> "ShapeEmbedding":
+        """fn applied to every field (a missing occupancy stays None), e.g. emb.map(lambda x: x[ids])."""
+        return ShapeEmbedding(*(None if x is None else fn(x) for x in self))
 
 
 def _conv(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
@@ -65,4 +72,4 @@ class ShapeEncoder(nn.Module):
         deep = self.bottleneck(self.down(skip))
         glob = deep.mean(dim=(2, 3, 4), keepdim=True).expand(-1, -1, m, m, m)
         y = self.dec(torch.cat([self.up(deep), skip, glob], 1))
-        return ShapeEmbedding(self.out(y), aabb)
+        return ShapeEmbedding(self.out(y), aabb, counts.to(y.dtype))

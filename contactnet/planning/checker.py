@@ -159,9 +159,10 @@ class CollisionChecker(nn.Module):
             dtype = next(self.model.parameters()).dtype
             points, normals, aabb = (t.to(dtype) for t in (w.points, w.normals, w.aabb))
             with torch.no_grad():
-                feats = [self.model.encode(points[i:i + 64], normals[i:i + 64], aabb[i:i + 64]).features
+                parts = [self.model.encode(points[i:i + 64], normals[i:i + 64], aabb[i:i + 64])
                          for i in range(0, w.points.shape[0], 64)]
-            self._table = ShapeEmbedding(torch.cat(feats), w.aabb.clone())
+            self._table = ShapeEmbedding(torch.cat([p.features for p in parts]), w.aabb.clone(),
+                                         torch.cat([p.occupancy for p in parts]))
             self._table_version = w.version
         return self._table
 

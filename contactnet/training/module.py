@@ -36,8 +36,7 @@ def group_logits(net: CollisionNet, batch: dict, with_distance: bool = False):
     embedding (the ‖f_SE‖² regulariser) and, with_distance, the distance head's (B, G) (else None)."""
     emb_a = net.encode(batch["points_a"], batch["normals_a"], batch["aabb_a"])
     emb_b = net.encode(batch["points_b"], batch["normals_b"], batch["aabb_b"])
-    args = (ShapeEmbedding(emb_a.features[:, None], emb_a.aabb[:, None]),
-            ShapeEmbedding(emb_b.features[:, None], emb_b.aabb[:, None]), batch["poses_a"], batch["poses_b"])
+    args = (emb_a.map(lambda x: x[:, None]), emb_b.map(lambda x: x[:, None]), batch["poses_a"], batch["poses_b"])
     penalty = 0.5 * (emb_a.features.pow(2).mean() + emb_b.features.pow(2).mean())
     if with_distance:
         logits, distance = net.predict(*args, with_distance=True)

@@ -15,7 +15,11 @@ def LOCC_CROSS(encoder, head_hidden):  # noqa: N802 (a class-like factory, as NE
     return LOCC(encoder, head_hidden, cross_features=8, distance_head=True)
 
 
-NETS = [LOCC, GlobalOCN, LOCC_CROSS]
+def LOCC_TOPK(encoder, head_hidden):  # noqa: N802
+    return LOCC(encoder, head_hidden, cross_features=8, cross_cells=16)  # 16 of a 4³ grid's 64 cells
+
+
+NETS = [LOCC, GlobalOCN, LOCC_CROSS, LOCC_TOPK]
 
 
 def _small_net(cls, grid=4):
@@ -36,7 +40,11 @@ def _poses(shape, seed, spread=0.05, dtype=torch.float32):
 
 
 def _grouped(emb):
-    return ShapeEmbedding(emb.features[:, None], emb.aabb[:, None])
+    return emb.map(lambda x: x[:, None])
+
+
+def _rows(emb, ids):
+    return emb.map(lambda x: x[ids])
 
 
 @pytest.mark.parametrize("cls", NETS)
@@ -62,7 +70,7 @@ def test_encoder_grid_is_the_per_cell_max_of_point_features():
     grids = []
     hook = encoder.enc.register_forward_hook(lambda module, inputs, output: grids.append(inputs[0]))
     points.requires_grad_(True)
-    encoder(points, normals, aabb)
+    occupancy = encoder(points, normals, aabb).occupancy
     hook.remove()
     grid = grids[0]  # (B, H, M, M, M)
 
@@ -75,6 +83,7 @@ def test_encoder_grid_is_the_per_cell_max_of_point_features():
             inside = (cells[b] == torch.tensor([i, j, k])).all(-1)
             if inside.any():
                 expected[b, :, i, j, k] = features[b, inside].amax(0)
+            assert occupancy[b, (i * 4 + j) * 4 + k] == inside.sum()  # points per cell, x-major
     assert (expected[1] == 0).all(0).sum() > 0
     torch.testing.assert_close(grid, expected, rtol=1e-12, atol=1e-12)
     upstream = torch.randn_like(grid)
@@ -94,8 +103,7 @@ def test_indexed_prediction_equals_broadcast_prediction(cls, monkeypatch):
     g = torch.Generator().manual_seed(3)
     ids_a, ids_b = torch.randint(5, (40,), generator=g), torch.randint(5, (40,), generator=g)
     pa, pb = _poses((40,), 8, spread=0.03), _poses((40,), 9, spread=0.03)
-    gathered = net.predict(ShapeEmbedding(table.features[ids_a], table.aabb[ids_a]),
-                           ShapeEmbedding(table.features[ids_b], table.aabb[ids_b]), pa, pb)
+    gathered = net.predict(_rows(table, ids_a), _rows(table, ids_b), pa, pb)
     torch.testing.assert_close(net.predict_indexed(table, ids_a, ids_b, pa, pb), gathered, atol=1e-5, rtol=1e-5)
 
 
@@ -227,8 +235,9 @@ def test_overfits_64_samples(cls):
     assert ((logits > 0).float() == labels).all()
 
 
-def test_locc_compiles_without_graph_breaks():
-    net = _small_net(LOCC).eval()
+@pytest.mark.parametrize("cls", [LOCC, LOCC_TOPK])
+def test_locc_compiles_without_graph_breaks(cls):
+    net = _small_net(cls).eval()
     points, normals = _clouds(2)
     emb = net.encode(points, normals)
     pa, pb = _poses((2, 8), 1), _poses((2, 8), 2)
@@ -244,3 +253,80 @@ def test_bad_inputs():
         net.encode(torch.zeros(2, 10, 3), torch.zeros(2, 9, 3))
     with pytest.raises(ValueError, match="grid"):
         ShapeEncoder(grid=5)
+    encoder = ShapeEncoder(grid=4, hidden=32, features=16, channels=16)
+    with pytest.raises(ValueError, match="cross_cells"):
+        LOCC(encoder, cross_features=8, cross_cells=-1)
+    with pytest.raises(ValueError, match="cross_cells"):
+        LOCC(encoder, cross_cells=16)  # no co-occupancy term to restrict
+    topk = _small_net(LOCC_TOPK)
+    emb = topk.encode(*_clouds(2))
+    bare = ShapeEmbedding(emb.features, emb.aabb)
+    with pytest.raises(ValueError, match="emb_b.occupancy"):
+        topk.predict(emb, bare, _poses((2,), 1), _poses((2,), 2))
+    with pytest.raises(ValueError, match="table.occupancy"):
+        topk.predict_indexed(bare, torch.tensor([0]), torch.tensor([1]), _poses((1,), 1), _poses((1,), 2))
+
+
+def test_cross_cells_covering_the_grid_reads_all_cells():
+    """cross_cells >= M³ selects every cell: the same logits as cross_cells = 0 (bitwise: the max
+    of the same products) and the same gradients, through the grouped and indexed paths."""
+    nets = [_small_net(LOCC_CROSS).double() for _ in range(3)]
+    nets[1].cross_cells, nets[2].cross_cells = 64, 100
+    for net in nets[1:]:
+        net.load_state_dict(nets[0].state_dict())
+    points, normals = _clouds(3)
+    pa, pb = _poses((3, 5), 1, 0.03, torch.float64), _poses((3, 5), 2, 0.03, torch.float64)
+    ids_a, ids_b = torch.tensor([0, 1, 2, 2]), torch.tensor([1, 2, 0, 2])
+    outs = []
+    for net in nets:
+        emb = net.encode(points.double(), normals.double())
+        grouped = net.predict(_grouped(emb), _grouped(emb), pa, pb)
+        indexed = net.predict_indexed(emb, ids_a, ids_b, pa[0, :4], pb[0, :4])
+        grads = torch.autograd.grad(grouped.sum() + indexed.sum(), list(net.parameters()))
+        outs.append((grouped, indexed, grads))
+    for grouped, indexed, grads in outs[1:]:
+        assert torch.equal(grouped, outs[0][0]) and torch.equal(indexed, outs[0][1])
+        for got, want in zip(grads, outs[0][2]):
+            torch.testing.assert_close(got, want)
+
+
+def test_cross_cells_reads_the_kept_cells_with_points_first():
+    """cross_cells = k against a per-query computation from its definition: the max over A's kept
+    cells among the k of highest priority (4 where A has points + B's interpolated occupancy there
+    squashed to [0, 2) + nearness to B's box centre), grouped and training layouts; cells that are
+    not kept never count, even when fewer than k are kept."""
+    from contactnet.models.collision_nets import _masked_max
+    from contactnet.models.geometry import grid_coordinates
+
+    net = _small_net(LOCC_CROSS).double()
+    net.cross_cells = 30
+    points, normals = _clouds(2)
+    points[0, :100] *= 0.3  # object A's points bunched near its centre: many kept cells are empty
+    emb = net.encode(points.double(), normals.double())
+    a, b = emb.map(lambda x: x[0]), emb.map(lambda x: x[1])
+    pa, pb = _poses((12,), 3, 0.03, torch.float64), _poses((12,), 4, 0.03, torch.float64)
+    pb[:2, :3] += 10.0  # two queries with no kept cell
+    keep = local_crop(a.aabb, 4, pa, pb, b.aabb)[0] > 0
+    keys = torch.einsum("df,fxyz->dxyz", net.key.weight, b.features)[None]
+    queries = a.features.flatten(1).T @ net.query.weight.T  # (64, D)
+    expected, everything = [], []
+    for q in range(12):
+        coords = grid_coordinates(a.aabb, 4, pa[q], pb[q], b.aabb)  # (64, 3)
+        sample = lambda grid: torch.nn.functional.grid_sample(  # noqa: E731
+            grid, coords.flip(-1).view(1, 64, 1, 1, 3), align_corners=False).view(-1, 64).T
+        near = sample(b.occupancy.view(1, 1, 4, 4, 4))[:, 0]
+        priority = 4.0 * (a.occupancy > 0) + 2.0 * near / (1 + near) + 1 / (1 + coords.square().sum(-1))
+        priority = torch.where(keep[q], priority, -1.0)
+        chosen = torch.zeros(64, dtype=torch.bool)
+        chosen[priority.topk(30).indices] = True
+        expected.append(_masked_max(queries * sample(keys), keep[q] & chosen))
+        everything.append(_masked_max(queries * sample(keys), keep[q]))
+    expected, everything = torch.stack(expected), torch.stack(everything)
+    kept = keep.sum(-1)
+    assert (kept > 30).any() and ((kept < 30) & (kept > 0)).any() and (kept == 0).any()
+    assert (expected[kept == 0] == 0).all()
+    assert not torch.allclose(expected, everything)  # the selection matters on these queries
+    torch.testing.assert_close(net._cross_grouped(a, b, pa, pb, keep, (12,)), expected)
+    grouped = net._cross_grouped(a.map(lambda x: x[None]), b.map(lambda x: x[None]),
+                                 pa[None], pb[None], keep[None], (1, 12))
+    torch.testing.assert_close(grouped[0], expected)
