@@ -66,26 +66,36 @@ def _body_level(scene: PackedScene, x0: torch.Tensor, x1, q0, q1) -> bool:
 
 
 def search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float,
-           q0: torch.Tensor | None = None, q1: torch.Tensor | None = None) -> ipc.Candidates:
+           q0: torch.Tensor | None = None, q1: torch.Tensor | None = None,
+           active: torch.Tensor | None = None) -> ipc.Candidates:
     """Pairs closer than `reach` at x0 (x1 None), or whose boxes swept along x0 → x1 come within
     `reach` (a superset of the pairs that come within `reach` on the way). x0, x1: (V, 3).
 
     q0, q1: (E, B, 12) the states whose positions x0, x1 are (`PackedScene.positions`); given (both,
     for a swept search) on the CPU, the body-level search runs, else the all-primitive one. Same
-    pairs either way; their order differs."""
+    pairs either way; their order differs. active: (E,) bool, only the pairs of these environments
+    (None: all); the body-level search then skips the other environments' body pairs."""
     if _body_level(scene, x0, x1, q0, q1):
-        return body_search(scene, x0, x1, reach, q0, q1).candidates
-    return search_all_primitives(scene, x0, x1, reach)
+        return body_search(scene, x0, x1, reach, q0, q1, active).candidates
+    found = search_all_primitives(scene, x0, x1, reach)
+    if active is None:
+        return found
+    fv, ee = found
+    return ipc.Candidates(fv[active[scene.vertex_env[fv[:, 0]]]].contiguous(),
+                          ee[active[scene.vertex_env[scene.edges[ee[:, 0], 0]]]].contiguous())
 
 
 def body_search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float, q0: torch.Tensor,
-                q1: torch.Tensor | None = None) -> ipc.BodySearch:
+                q1: torch.Tensor | None = None, active: torch.Tensor | None = None) -> ipc.BodySearch:
     """`search` by the body-level broad phase (CPU), with its cost counters (`ipc.BodySearch`):
     the pairs of `search_all_primitives` (same boxes, at the same shifted positions, and filter)."""
     if scene.trees is None:
         raise ValueError("scene: its body trees are built for CPU scenes only (use search_all_primitives)")
     xs0, qs0, xs1, qs1 = _shifted(scene, x0, x1, q0, q1)
-    return ipc.body_candidates(xs0, scene.faces, scene.edges, scene.trees, qs0, scene.body_pairs, reach,
+    pairs = scene.body_pairs
+    if active is not None:  # flat body ids are env * max_bodies + slot
+        pairs = pairs[active[pairs[:, 0] // scene.max_bodies]]
+    return ipc.body_candidates(xs0, scene.faces, scene.edges, scene.trees, qs0, pairs, reach,
                                vertices_t1=xs1, q_t1=qs1, vertex_body=scene.vertex_group)
 
 

@@ -67,9 +67,10 @@ class StepMode(abc.ABC):
     normalize_script: Callable[[torch.Tensor], torch.Tensor]  # makes scripted poses' quaternions unit
 
     @abc.abstractmethod
-    def search(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None) -> ipc.Candidates:
+    def search(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None, active=None) -> ipc.Candidates:
         """Pairs within `reach` at x0, or along x0 → x1, the positions of states q0, q1 (see
-        `contact_search`)."""
+        `contact_search`); active (E,) bool: the environments still iterating (a mode may leave
+        out the others' pairs: their Newton steps are zero)."""
 
     def begin_newton(self, energy: torch.Tensor) -> None:
         """The step's starting energy (E,) is known; Newton iterations follow."""
@@ -118,8 +119,11 @@ class Adaptive(StepMode):
 
     normalize_script = staticmethod(checked_script_poses)
 
-    def search(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None) -> ipc.Candidates:
-        return contact_search.search(scene, x0, x1, reach, q0, q1)
+    def search(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None, active=None) -> ipc.Candidates:
+        """Compacted pairs of the active environments only: the derivatives and line-search
+        energies of the next iterations then cost in proportion to the environments still
+        iterating, not to all of them."""
+        return contact_search.search(scene, x0, x1, reach, q0, q1, active)
 
     def solve(self, H, grad, scale, eye):
         """−H⁻¹g, shifting only environments whose H does not factorise (flat shells, free affine
@@ -181,7 +185,8 @@ class FixedShape(StepMode):
     # Unchecked (a check syncs); a bad script shows up in validate().
     normalize_script = staticmethod(unit_quaternion_poses)
 
-    def search(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None) -> ipc.Candidates:
+    def search(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None, active=None) -> ipc.Candidates:
+        # All environments (fixed shapes): the finished ones take zero steps.
         found = contact_search.search_padded(scene, x0, x1, reach,
                                              self.max_contacts if x1 is None else self.max_candidates, q0, q1)
         self.pending_overflow |= found.overflow

@@ -306,7 +306,7 @@ class Stepper:
             # or comes within d̂ (line-search energies, the next Newton iteration) on the way.
             q1 = q + dq
             x0, x1 = self.positions(q), self.positions(q1)
-            near = mode.search(self.packed, x0, x1, self.dhat, q, q1)
+            near = mode.search(self.packed, x0, x1, self.dhat, q, q1, ~done)
             alpha = self._ccd(x0, x1, near)
             accepted = done.clone()
             for _ in range(mode.line_search_trials):

@@ -77,6 +77,26 @@ def test_same_pairs_as_the_all_primitive_search_on_random_scenes(seed, reach):
     assert got.candidates.edge_edge.shape[0] == len(pair_set(want)[1])
 
 
+@pytest.mark.parametrize("body_level", [True, False])
+def test_active_environments_keep_exactly_their_pairs(body_level):
+    """search(active=...) returns the full search's pairs of the active environments, no others
+    (the adaptive step searches only the environments still iterating)."""
+    packed = pack_scenes([random_scene(s) for s in (0, 1, 2)], 0.5, 1e8, torch.device("cpu"))
+    g = torch.Generator().manual_seed(5)
+    q0 = random_states(packed, g, spread=0.16, stretch=0.0)
+    q1 = q0 + 0.01 * torch.randn(q0.shape, generator=g, dtype=torch.float64)
+    x0, x1 = packed.positions(q0), packed.positions(q1)
+    states = (q0, q1) if body_level else (None, None)
+    full_fv, full_ee = pair_set(search(packed, x0, x1, 2e-3, *states))
+    active = torch.tensor([True, False, True])
+    got_fv, got_ee = pair_set(search(packed, x0, x1, 2e-3, *states, active=active))
+    env = packed.vertex_env
+    keep_fv = {p for p in full_fv if active[env[p[0]]]}
+    keep_ee = {p for p in full_ee if active[env[packed.edges[p[0], 0]]]}
+    assert len(keep_fv) < len(full_fv) and keep_fv and keep_ee  # each environment has pairs
+    assert (got_fv, got_ee) == (keep_fv, keep_ee)
+
+
 def small_turn(g: torch.Generator, angle: float) -> torch.Tensor:
     axis = torch.randn(3, generator=g, dtype=torch.float64)
     axis = axis / axis.norm()
