@@ -55,15 +55,20 @@ def collision_metrics(prefix: str = "") -> MetricCollection:
 class CollisionModule(L.LightningModule):
     def __init__(self, net: CollisionNet, optimizer: Callable, alpha: float = 0.5,
                  hard_negative_fraction: float = 0.0, net_config: dict | None = None,
-                 scheduler: Callable | None = None, beta: float = 1.0, distance_clamp: float = 0.02):
+                 scheduler: Callable | None = None, beta: float = 1.0, distance_clamp: float = 0.02,
+                 scheduler_interval: str = "epoch"):
         """optimizer: params -> torch optimiser; scheduler (optional): optimiser -> an LR scheduler
-        stepped once per epoch; beta, distance_clamp (metres): the distance head's loss (used only
+        stepped once per epoch, or once per optimiser step with scheduler_interval="step" (runs too
+        short for several epochs); beta, distance_clamp (metres): the distance head's loss (used only
         when the net has one)."""
         super().__init__()
         self.beta, self.distance_clamp = float(beta), float(distance_clamp)
         self.net = net
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
+        if scheduler_interval not in ("epoch", "step"):
+            raise ValueError(f"scheduler_interval: expected 'epoch' or 'step', got {scheduler_interval!r}")
+        self.scheduler_interval = scheduler_interval
         self.alpha = alpha
         self.hard_negative_fraction = hard_negative_fraction
         # A plain-dict description of `net` so checkpoints load without unpickling code.
@@ -129,7 +134,8 @@ class CollisionModule(L.LightningModule):
         optimizer = self.optimizer_factory(self.parameters())
         if self.scheduler_factory is None:
             return optimizer
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.scheduler_factory(optimizer), "interval": "epoch"}}
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.scheduler_factory(optimizer),
+                                                       "interval": self.scheduler_interval}}
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["contactnet_net_config"] = self.net_config

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import math
 import pickle
 import subprocess
 import sys
@@ -168,3 +169,24 @@ def test_distance_head_trains_jointly(tmp_path, tiny_data):
     module._loss(logits, batch, penalty, distance).backward()
     assert module.net.head[-1].weight.grad[1].abs().sum() > 0  # the distance output's row
     assert {"test_known/balanced_acc", "boundary_unknown/acc"} <= set(train(cfg)["metrics"])
+
+
+@pytest.mark.parametrize("interval", ["step", "epoch"])
+def test_scheduler_steps_per_optimiser_step_or_per_epoch(tmp_path, tiny_data, interval):
+    """scheduler_interval=step anneals a cosine over the optimiser steps of a one-epoch run (cpu_hour)
+    to 0; the epoch interval has stepped it once by then."""
+    cosine = "{_target_: torch.optim.lr_scheduler.CosineAnnealingLR, _partial_: true, T_max: 4}"
+    cfg = compose_train(tmp_path, tiny_data, ["trainer.max_epochs=1", f"model.scheduler_interval={interval}",
+                                              f"model.scheduler={cosine}", "+trainer.limit_train_batches=4"])
+    module = hydra.utils.instantiate(cfg.model)
+    trainer = hydra.utils.instantiate(cfg.trainer, logger=False, enable_checkpointing=False)
+    trainer.fit(module, hydra.utils.instantiate(cfg.datamodule))
+    lr = trainer.optimizers[0].param_groups[0]["lr"]
+    want = 0.0 if interval == "step" else 0.5 * (1 + math.cos(math.pi / 4)) * cfg.model.optimizer.lr
+    assert lr == pytest.approx(want, abs=1e-12)
+
+
+def test_scheduler_interval_is_checked(tmp_path, tiny_data):
+    cfg = compose_train(tmp_path, tiny_data, ["model.scheduler_interval=batch"])
+    with pytest.raises(Exception, match="scheduler_interval: expected 'epoch' or 'step'"):
+        hydra.utils.instantiate(cfg.model)
