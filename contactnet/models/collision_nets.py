@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from contactnet.models.encoder import ShapeEmbedding, ShapeEncoder
-from contactnet.models.geometry import grid_coordinates, local_crop, relative_pose_features
+from contactnet.models.geometry import grid_coordinates, local_crop, point_coordinates, relative_pose_features
 
 
 CROSS_CHUNK = 2048  # queries per slice of the indexed co-occupancy term
@@ -65,28 +65,50 @@ class LOCC(CollisionNet):
       kept cells where A has points first (`ShapeEmbedding.occupancy`), among them those nearest
       B's points (B's occupancy interpolated there), then those nearest B's box centre; cells
       that are not kept never count. 0 reads all M³ (k >= M³ reads them all too).
+      `cross_sites` "points" probes at A's encoded surface points instead of its cell centres
+      (`ShapeEmbedding.points`): query(A's grid interpolated at the point) ⊙ key(B's grid there),
+      over the points inside B's box (`cross_points` k > 0: the k of them ranked as cross_cells
+      ranks cells; 0: all). A point is where A's surface is, not a cell's centre up to half a cell
+      away, so the max asks "is some point of A's surface inside B" (IS-CD's question, on A's
+      surface) at the points' resolution. "both" gives the head both terms (2 × 2D features).
+      None (the default) means "points" when cross_points > 0, else "cells".
     - `distance_head`: a second output regressing the clamped signed distance (trained jointly,
       see CollisionModule.beta), so the shared features must resolve how far the objects are
       from touching, not only which side they are on.
     """
 
     def __init__(self, encoder: ShapeEncoder, head_hidden: int = 256, cross_features: int = 0,
-                 distance_head: bool = False, cross_cells: int = 0):
+                 distance_head: bool = False, cross_cells: int = 0, cross_points: int = 0,
+                 cross_sites: str | None = None):
         super().__init__(encoder)
         f = encoder.features
         self.cross_features, self.distance_head = int(cross_features), bool(distance_head)
-        self.cross_cells = int(cross_cells)
+        self.cross_cells, self.cross_points = int(cross_cells), int(cross_points)
         if self.cross_features < 0:
             raise ValueError(f"cross_features: expected a count >= 0, got {cross_features}")
         if self.cross_cells < 0 or (self.cross_cells and not self.cross_features):
             raise ValueError(f"cross_cells: expected 0, or a count > 0 with cross_features > 0, got {cross_cells} "
                              f"(cross_features {cross_features})")
+        if self.cross_points < 0 or (self.cross_points and not self.cross_features):
+            raise ValueError(f"cross_points: expected 0, or a count > 0 with cross_features > 0, got {cross_points} "
+                             f"(cross_features {cross_features})")
+        sites = cross_sites or ("points" if self.cross_points else "cells")
+        kinds = {"cells": ("cells",), "points": ("points",), "both": ("cells", "points")}
+        if sites not in kinds or (sites != "cells" and not self.cross_features):
+            raise ValueError(f"cross_sites: expected 'cells', 'points' or 'both' (not cells: with cross_features > 0), "
+                             f"got {cross_sites!r} (cross_features {cross_features})")
+        if (sites == "cells" and self.cross_points) or (sites == "points" and self.cross_cells):
+            raise ValueError(f"cross_sites: {sites!r} leaves a count unused (cross_cells {cross_cells}, cross_points "
+                             f"{cross_points})")
+        self.cross_sites = sites
+        self._kinds = kinds[sites] if self.cross_features else ()
         if self.cross_features:
             self.query = nn.Linear(f, self.cross_features, bias=False)
             self.key = nn.Linear(f, self.cross_features, bias=False)
         # crops (2F) + relative pose (12) + mean kept-cell centres in the other's box units (6)
-        # + kept fractions (2) + co-occupancy (2D)
-        self.head = _mlp(2 * f + 12 + 6 + 2 + 2 * self.cross_features, head_hidden, 2 if self.distance_head else 1)
+        # + kept fractions (2) + co-occupancy (2D per kind of site)
+        self.head = _mlp(2 * f + 12 + 6 + 2 + 2 * self.cross_features * len(self._kinds), head_hidden,
+                         2 if self.distance_head else 1)
 
     def _head(self, crop_a, crop_b, pose_a, pose_b, extra_a, extra_b, cross=(), with_distance=False):
         rel = relative_pose_features(pose_a, pose_b)
@@ -102,14 +124,15 @@ class LOCC(CollisionNet):
         return features.flatten(-3).transpose(-1, -2).reshape(-1, self.encoder.features)
 
     def _cross(self, own: torch.Tensor, keys: torch.Tensor, coords: torch.Tensor, keep: torch.Tensor,
-               occupancy: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+               occupancy: tuple[torch.Tensor, torch.Tensor] | None = None, count: int = 0) -> torch.Tensor:
         """Co-occupancy of the own object's kept cells: own (..., C, D) projected own cells, keys
         (N, D, M, M, M) the other objects' projected grids, coords (N, P, C, 3) the own cells in
         the other box's units (P queries per grid; own and keep (..., C) broadcast to (N·P, C)).
-        With cross_cells, occupancy = (own (..., C) points per cell, the other's (N, 1, M, M, M))."""
-        if self.cross_cells:
+        count > 0: only that many sites, ranked with occupancy = (own (..., C) points per site, the
+        other's points per cell (N, 1, M, M, M))."""
+        if count:
             n, p = coords.shape[:2]
-            cells = self._cells(coords, keep, *occupancy)  # (..., k) like keep's leading dimensions
+            cells = self._cells(coords, keep, *occupancy, count)  # (..., k) like keep's leading dimensions
             own = own.expand(*keep.shape, own.shape[-1]).gather(-2, cells[..., None].expand(*cells.shape, own.shape[-1]))
             coords = coords.reshape(*keep.shape, 3).gather(-2, cells[..., None].expand(*cells.shape, 3))
             coords, keep = coords.reshape(n, p, -1, 3), keep.gather(-1, cells)
@@ -119,27 +142,57 @@ class LOCC(CollisionNet):
 
     @torch.no_grad()
     def _cells(self, coords: torch.Tensor, keep: torch.Tensor, own_occupancy: torch.Tensor,
-               other_occupancy: torch.Tensor) -> torch.Tensor:
-        """Indices (..., k) of the cross_cells cells per query, by priority: kept cells with the
+               other_occupancy: torch.Tensor, count: int) -> torch.Tensor:
+        """Indices (..., count) of the sites read per query, by priority: kept cells with the
         own object's points (4) + the other's occupancy interpolated there, squashed to [0, 2) +
         nearness to the other box's centre in (0, 1]; cells that are not kept rank last (-1)."""
         near = F.grid_sample(other_occupancy, coords.flip(-1)[:, :, :, None], align_corners=False).reshape(keep.shape)
         centre = coords.square().sum(-1).reshape(keep.shape)
         priority = 4.0 * (own_occupancy > 0) + 2.0 * near / (1.0 + near) + 1.0 / (1.0 + centre)
         priority = torch.where(keep, priority, -1.0)
-        return priority.topk(min(self.cross_cells, keep.shape[-1]), -1, sorted=False).indices
+        return priority.topk(min(count, keep.shape[-1]), -1, sorted=False).indices
 
-    def _occupancy(self, emb: ShapeEmbedding, arg: str) -> torch.Tensor:
-        if emb.occupancy is None:
-            raise ValueError(f"{arg}.occupancy: cross_cells ranks cells by the encoder's points per cell; got an "
-                             f"embedding without it (pass the encoder's ShapeEmbedding.occupancy along)")
+    def _count(self, kind: str) -> int:
+        """Sites read per query and side by the co-occupancy term of this kind (0: every one)."""
+        return self.cross_points if kind == "points" else self.cross_cells
+
+    def _point_queries(self, emb: ShapeEmbedding) -> torch.Tensor:
+        """(..., K, D) A's projected grid interpolated at its own points (edge cells extend to the box
+        faces, where the points that span the box lie)."""
+        m, d = self.encoder.grid, self.cross_features
+        rows = self.query(emb.features.flatten(-3).transpose(-1, -2))  # (..., M³, D)
+        grids = rows.transpose(-1, -2).reshape(-1, d, m, m, m)
+        k = emb.points.shape[-2]
+        lo, hi = emb.aabb[..., 0:1, :], emb.aabb[..., 1:2, :]
+        unit = (2 * (emb.points - lo) / (hi - lo).clamp_min(1e-6) - 1).expand(*rows.shape[:-2], k, 3)
+        sampled = F.grid_sample(grids, unit.reshape(-1, k, 1, 1, 3).flip(-1), padding_mode="border",
+                                align_corners=False)  # (N, D, K, 1, 1)
+        return sampled.reshape(*rows.shape[:-2], d, k).transpose(-1, -2)
+
+    def _occupancy(self, emb: ShapeEmbedding, arg: str) -> torch.Tensor | None:
+        """emb's occupancy, checked where a term ranks sites by it, and its points where one probes them."""
+        if emb.occupancy is None and any(self._count(kind) for kind in self._kinds):
+            raise ValueError(f"{arg}.occupancy: cross_cells / cross_points rank sites by the encoder's points per "
+                             f"cell; got an embedding without it (pass the encoder's ShapeEmbedding.occupancy along)")
+        if "points" in self._kinds and emb.points is None:
+            raise ValueError(f"{arg}.points: cross_sites 'points' probes the encoded surface points; got an embedding "
+                             f"without them (pass the encoder's ShapeEmbedding.points along)")
         return emb.occupancy
 
-    def _cross_grouped(self, own, other, pose_own, pose_other, keep, lead):
+    def _cross_grouped(self, own, other, pose_own, pose_other, keep, lead, kind="cells"):
         """`_cross` for embeddings that broadcast against the poses: the other's grid is sampled
-        once per embedding for all the poses that share it (training's (B, 1) vs (B, G))."""
+        once per embedding for all the poses that share it (training's (B, 1) vs (B, G)). kind:
+        the own sites, "cells" (kept where `keep`) or "points" (kept inside the other's box)."""
         m = self.encoder.grid
-        coords = grid_coordinates(own.aabb, m, pose_own, pose_other, other.aabb).expand(*lead, m**3, 3)
+        if kind == "points":
+            coords = point_coordinates(own.points, pose_own, pose_other, other.aabb)
+            keep = (coords.abs() <= 1).all(-1).expand(*lead, coords.shape[-2])  # inside the other's box
+            queries, own_occupancy = self._point_queries(own), coords.new_ones(coords.shape[-2])
+        else:
+            coords = grid_coordinates(own.aabb, m, pose_own, pose_other, other.aabb)
+            queries, own_occupancy = self.query(own.features.flatten(-3).transpose(-1, -2)), own.occupancy
+        sites = coords.shape[-2]
+        coords = coords.expand(*lead, sites, 3)
         shared = other.features.shape[:-4]
         shared = (1,) * (len(lead) - len(shared)) + tuple(shared)
         split = len(lead)  # leading dims of `lead` up to `split` index the other's embeddings
@@ -149,12 +202,12 @@ class LOCC(CollisionNet):
         grids = other.features.reshape(*shared, *other.features.shape[-4:]).expand(*lead[:split], *shared[split:],
                                                                                   *other.features.shape[-4:])
         keys = self.key(grids.reshape(n, self.encoder.features, -1).transpose(1, 2)).transpose(1, 2)
-        queries = self.query(own.features.flatten(-3).transpose(-1, -2))
-        occupancy = None
-        if self.cross_cells:
+        occupancy, count = None, self._count(kind)
+        if count:
             other_occupancy = other.occupancy.reshape(*shared, m**3).expand(*lead[:split], *shared[split:], m**3)
-            occupancy = (own.occupancy, other_occupancy.reshape(n, 1, m, m, m))
-        return self._cross(queries, keys.reshape(n, -1, m, m, m), coords.reshape(n, -1, m**3, 3), keep, occupancy)
+            occupancy = (own_occupancy, other_occupancy.reshape(n, 1, m, m, m))
+        return self._cross(queries, keys.reshape(n, -1, m, m, m), coords.reshape(n, -1, sites, 3), keep, occupancy,
+                           count)
 
     def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor,
                 with_distance: bool = False):
@@ -164,12 +217,11 @@ class LOCC(CollisionNet):
         crop_a = torch.einsum("...fc,...c->...f", emb_a.features.flatten(-3), w_a)
         crop_b = torch.einsum("...fc,...c->...f", emb_b.features.flatten(-3), w_b)
         cross = ()
-        if self.cross_cells:
-            self._occupancy(emb_a, "emb_a"), self._occupancy(emb_b, "emb_b")
         if self.cross_features:
+            self._occupancy(emb_a, "emb_a"), self._occupancy(emb_b, "emb_b")
             lead = torch.broadcast_shapes(emb_a.features.shape[:-4], emb_b.features.shape[:-4], pose_a.shape[:-1],
                                           pose_b.shape[:-1])
-            cross = tuple(self._cross_grouped(own, other, p_own, p_other, keep, lead)
+            cross = tuple(self._cross_grouped(own, other, p_own, p_other, keep, lead, kind) for kind in self._kinds
                           for own, other, p_own, p_other, keep in ((emb_a, emb_b, pose_a, pose_b, w_a > 0),
                                                                    (emb_b, emb_a, pose_b, pose_a, w_b > 0)))
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance)
@@ -194,14 +246,25 @@ class LOCC(CollisionNet):
             # Each query copies its other's grid (D·M³ numbers): slices of CROSS_CHUNK queries bound
             # that memory whatever the caller's batch (a fixed number of slices for a given batch).
             sides = ((ids_a, ids_b, pose_a, pose_b, w_a > 0), (ids_b, ids_a, pose_b, pose_a, w_b > 0))
-            occupancy = self._occupancy(table, "table") if self.cross_cells else None
-            cross = tuple(torch.cat([
-                self._cross(queries[i_own[e]], keys[i_other[e]],
-                            grid_coordinates(table.aabb[i_own[e]], m, p_own[e], p_other[e], table.aabb[i_other[e]])[:, None],
-                            keep[e],
-                            None if occupancy is None else (occupancy[i_own[e]], occupancy[i_other[e]].view(-1, 1, m, m, m)))
-                for e in (slice(s, s + CROSS_CHUNK) for s in range(0, max(len(i_own), 1), CROSS_CHUNK))])
-                for i_own, i_other, p_own, p_other, keep in sides)
+            occupancy = self._occupancy(table, "table")
+            point_queries = self._point_queries(table) if "points" in self._kinds else None  # once per table
+
+            def one_slice(kind, e, i_own, i_other, p_own, p_other, keep):
+                count = self._count(kind)
+                if kind == "points":
+                    coords = point_coordinates(table.points[i_own[e]], p_own[e], p_other[e], table.aabb[i_other[e]])
+                    own, keep = point_queries[i_own[e]], (coords.abs() <= 1).all(-1)
+                    own_occupancy = coords.new_ones(coords.shape[-2])
+                else:
+                    coords = grid_coordinates(table.aabb[i_own[e]], m, p_own[e], p_other[e], table.aabb[i_other[e]])
+                    own, keep = queries[i_own[e]], keep[e]
+                    own_occupancy = occupancy[i_own[e]] if count else None
+                ranks = (own_occupancy, occupancy[i_other[e]].view(-1, 1, m, m, m)) if count else None
+                return self._cross(own, keys[i_other[e]], coords[:, None], keep, ranks, count)
+
+            cross = tuple(torch.cat([one_slice(kind, e, *side)
+                                     for e in (slice(s, s + CROSS_CHUNK) for s in range(0, max(len(side[0]), 1), CROSS_CHUNK))])
+                          for kind in self._kinds for side in sides)
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance)
 
 

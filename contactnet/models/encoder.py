@@ -13,8 +13,11 @@ class ShapeEmbedding(NamedTuple):
     features: torch.Tensor  # (..., F, M, M, M) per-cell features
     aabb: torch.Tensor  # (..., 2, 3) min / max corners of the grid's box, object frame, metres
     # (..., M³) points per cell (x-major like features.flatten(-3)): where the object has surface,
-    # which LOCC's cross_cells ranks cells by; None where a caller built the embedding without it.
+    # which LOCC ranks its co-occupancy sites by; None where a caller built the embedding without it.
     occupancy: torch.Tensor | None = None
+    # (..., K, 3) the encoded surface points, object frame: where LOCC's cross_points probes the
+    # other object; None where a caller built the embedding without them.
+    points: torch.Tensor | None = None
 
     def map(self, fn) -> "ShapeEmbedding":
         """fn applied to every field (a missing occupancy stays None), e.g. emb.map(lambda x: x[ids])."""
@@ -72,4 +75,4 @@ class ShapeEncoder(nn.Module):
         deep = self.bottleneck(self.down(skip))
         glob = deep.mean(dim=(2, 3, 4), keepdim=True).expand(-1, -1, m, m, m)
         y = self.dec(torch.cat([self.up(deep), skip, glob], 1))
-        return ShapeEmbedding(self.out(y), aabb, counts.to(y.dtype))
+        return ShapeEmbedding(self.out(y), aabb, counts.to(y.dtype), points)

@@ -70,8 +70,15 @@ def grid_coordinates(aabb: torch.Tensor, grid: int, pose: torch.Tensor, pose_oth
                      aabb_other: torch.Tensor) -> torch.Tensor:
     """(..., M³, 3) centres of an object's M³ cells moved into the other object's frame, in the
     other box's units: [-1, 1] across it on each axis (grid_sample's align_corners=False units)."""
+    return point_coordinates(cell_centres(aabb, grid), pose, pose_other, aabb_other)
+
+
+def point_coordinates(points: torch.Tensor, pose: torch.Tensor, pose_other: torch.Tensor,
+                      aabb_other: torch.Tensor) -> torch.Tensor:
+    """(..., K, 3) an object's points (..., K, 3) in its frame moved into the other object's frame,
+    in the other box's units as `grid_coordinates`. Leading dimensions broadcast."""
     to_other = compose_poses(invert_poses(pose_other), pose)
     rotation = quaternion_to_matrix(to_other[..., 3:])
-    local = torch.einsum("...ij,...cj->...ci", rotation, cell_centres(aabb, grid)) + to_other[..., None, :3]
+    local = torch.einsum("...ij,...cj->...ci", rotation, points) + to_other[..., None, :3]
     lo, hi = aabb_other[..., 0:1, :], aabb_other[..., 1:2, :]
     return 2 * (local - lo) / (hi - lo).clamp_min(1e-6) - 1

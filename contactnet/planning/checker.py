@@ -161,8 +161,8 @@ class CollisionChecker(nn.Module):
             with torch.no_grad():
                 parts = [self.model.encode(points[i:i + 64], normals[i:i + 64], aabb[i:i + 64])
                          for i in range(0, w.points.shape[0], 64)]
-            self._table = ShapeEmbedding(torch.cat([p.features for p in parts]), w.aabb.clone(),
-                                         torch.cat([p.occupancy for p in parts]))
+            self._table = ShapeEmbedding(torch.cat([p.features for p in parts]), aabb.clone(),
+                                         torch.cat([p.occupancy for p in parts]), points.clone())
             self._table_version = w.version
         return self._table
 

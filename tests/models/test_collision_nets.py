@@ -19,7 +19,15 @@ def LOCC_TOPK(encoder, head_hidden):  # noqa: N802
     return LOCC(encoder, head_hidden, cross_features=8, cross_cells=16)  # 16 of a 4³ grid's 64 cells
 
 
-NETS = [LOCC, GlobalOCN, LOCC_CROSS, LOCC_TOPK]
+def LOCC_POINTS(encoder, head_hidden):  # noqa: N802
+    return LOCC(encoder, head_hidden, cross_features=8, cross_points=32)  # 32 of a cloud's points
+
+
+def LOCC_BOTH(encoder, head_hidden):  # noqa: N802
+    return LOCC(encoder, head_hidden, cross_features=8, cross_cells=16, cross_points=32, cross_sites="both")
+
+
+NETS = [LOCC, GlobalOCN, LOCC_CROSS, LOCC_TOPK, LOCC_POINTS, LOCC_BOTH]
 
 
 def _small_net(cls, grid=4):
@@ -265,6 +273,16 @@ def test_bad_inputs():
         topk.predict(emb, bare, _poses((2,), 1), _poses((2,), 2))
     with pytest.raises(ValueError, match="table.occupancy"):
         topk.predict_indexed(bare, torch.tensor([0]), torch.tensor([1]), _poses((1,), 1), _poses((1,), 2))
+    with pytest.raises(ValueError, match="cross_sites"):
+        LOCC(encoder, cross_features=8, cross_cells=16, cross_points=16)  # cells or points: set cross_sites
+    with pytest.raises(ValueError, match="cross_sites"):
+        LOCC(encoder, cross_features=8, cross_sites="voxels")
+    with pytest.raises(ValueError, match="cross_points"):
+        LOCC(encoder, cross_points=16)
+    pointwise = _small_net(LOCC_POINTS)
+    no_points = pointwise.encode(*_clouds(2))._replace(points=None)
+    with pytest.raises(ValueError, match="emb_a.points"):
+        pointwise.predict(no_points, no_points, _poses((2,), 1), _poses((2,), 2))
 
 
 def test_cross_cells_covering_the_grid_reads_all_cells():
@@ -330,3 +348,67 @@ def test_cross_cells_reads_the_kept_cells_with_points_first():
     grouped = net._cross_grouped(a.map(lambda x: x[None]), b.map(lambda x: x[None]),
                                  pa[None], pb[None], keep[None], (1, 12))
     torch.testing.assert_close(grouped[0], expected)
+
+
+def test_cross_points_probes_the_other_object_at_the_own_surface_points():
+    """cross_points = k against its definition, per query: A's projected grid interpolated at A's
+    points (edge cells extend to the box), times B's projected grid interpolated at those points
+    moved into B's box units, max over the k points inside B's box of highest priority (B's
+    interpolated occupancy squashed to [0, 2) + nearness to B's box centre); k >= K: every point
+    inside. Grouped (training) and indexed (planner) layouts, and zero when no point is inside."""
+    from contactnet.models.collision_nets import _masked_max
+    from contactnet.models.geometry import point_coordinates
+
+    points, normals = _clouds(2, k=60)
+    for k in (20, 60):
+        net = _small_net(LOCC_POINTS).double()
+        net.cross_points = k
+        emb = net.encode(points.double(), normals.double())
+        a, b = emb.map(lambda x: x[0]), emb.map(lambda x: x[1])
+        pa, pb = _poses((9,), 3, 0.03, torch.float64), _poses((9,), 4, 0.03, torch.float64)
+        pb[0, :3] += 10.0  # no point of A inside B's box
+        grid = lambda e, w: torch.einsum("df,fxyz->dxyz", w, e.features)[None]  # noqa: E731
+        sample = lambda g, u, pad: torch.nn.functional.grid_sample(  # noqa: E731
+            g, u.flip(-1).view(1, -1, 1, 1, 3), padding_mode=pad, align_corners=False).view(g.shape[1], -1).T
+        own_unit = 2 * (a.points - a.aabb[0]) / (a.aabb[1] - a.aabb[0]) - 1
+        queries = sample(grid(a, net.query.weight), own_unit, "border")  # (60, D)
+        expected, inside_counts = [], []
+        for q in range(9):
+            coords = point_coordinates(a.points, pa[q], pb[q], b.aabb)  # (60, 3)
+            inside = (coords.abs() <= 1).all(-1)
+            inside_counts.append(int(inside.sum()))
+            near = sample(b.occupancy.view(1, 1, 4, 4, 4), coords, "zeros")[:, 0]
+            priority = torch.where(inside, 4.0 + 2.0 * near / (1 + near) + 1 / (1 + coords.square().sum(-1)), -1.0)
+            chosen = torch.zeros(60, dtype=torch.bool)
+            chosen[priority.topk(k).indices] = True
+            expected.append(_masked_max(queries * sample(grid(b, net.key.weight), coords, "zeros"), inside & chosen))
+        expected = torch.stack(expected)
+        assert (expected[0] == 0).all() and expected[1:].abs().sum() > 0
+        assert max(inside_counts) > 20  # k = 20 leaves some inside points out
+        torch.testing.assert_close(net._cross_grouped(a, b, pa, pb, None, (9,), "points"), expected)
+        grouped = net._cross_grouped(a.map(lambda x: x[None]), b.map(lambda x: x[None]), pa[None], pb[None], None,
+                                     (1, 9), "points")
+        torch.testing.assert_close(grouped[0], expected)
+        # The indexed path gives the same logits as the grouped one.
+        ids_a, ids_b = torch.zeros(9, dtype=torch.long), torch.ones(9, dtype=torch.long)
+        torch.testing.assert_close(net.predict_indexed(emb, ids_a, ids_b, pa, pb), net.predict(a, b, pa, pb))
+
+
+def test_cross_sites_both_feeds_the_cell_and_the_point_terms_to_the_head():
+    """cross_sites="both": the head reads the cell term's and the point term's co-occupancy (each
+    as its own net computes it), in that order after the crops."""
+    both = _small_net(LOCC_BOTH).double()
+    cells, points = _small_net(LOCC_TOPK).double(), _small_net(LOCC_POINTS).double()
+    for net in (cells, points):
+        net.query, net.key = both.query, both.key
+    emb = both.encode(*(x.double() for x in _clouds(2, k=60)))
+    a, b = emb.map(lambda x: x[0]), emb.map(lambda x: x[1])
+    pa, pb = _poses((5,), 3, 0.03, torch.float64), _poses((5,), 4, 0.03, torch.float64)
+    seen = []
+    both.head.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    both.predict(a, b, pa, pb)
+    keep_a, keep_b = (local_crop(x.aabb, 4, p, q, y.aabb)[0] > 0 for x, y, p, q in ((a, b, pa, pb), (b, a, pb, pa)))
+    want = torch.cat([cells._cross_grouped(a, b, pa, pb, keep_a, (5,)), cells._cross_grouped(b, a, pb, pa, keep_b, (5,)),
+                      points._cross_grouped(a, b, pa, pb, None, (5,), "points"),
+                      points._cross_grouped(b, a, pb, pa, None, (5,), "points")], -1)
+    torch.testing.assert_close(seen[0][:, -4 * 8:], want)

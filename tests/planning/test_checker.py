@@ -328,3 +328,20 @@ def test_learned_cost_in_a_cuda_graph_follows_pose_updates(trained):
             w.set_pose("o", _pose(x))  # in place: the captured graph reads the new pose
             graph.replay()
             torch.testing.assert_close(static, checker.cost(ids, poses, env))
+
+
+@pytest.mark.parametrize("sites", ["points", "both"])
+def test_point_probing_net_through_the_checker(world64, sites):
+    """A LOCC whose co-occupancy probes surface points: the checker's cached table carries the
+    world's sampled points, and its logits are the net's own on freshly encoded clouds."""
+    from contactnet.models import LOCC, ShapeEncoder
+
+    torch.manual_seed(0)
+    net = LOCC(ShapeEncoder(grid=4, hidden=32, features=16, channels=16), 32, cross_features=8, cross_points=64,
+               cross_cells=16 if sites == "both" else 0, cross_sites=sites).double()
+    checker = CollisionChecker(world64, "locc", net)
+    ids_a, ids_b, pa, pb = random_pairs(world64, 40, seed=5, spread=0.8)
+    emb = net.encode(*(t.double() for t in (world64.points, world64.normals, world64.aabb)))
+    want = net.predict(emb.map(lambda x: x[ids_a]), emb.map(lambda x: x[ids_b]), pa, pb)
+    torch.testing.assert_close(checker.pairwise(ids_a, ids_b, pa, pb).logit, want)
+    assert checker.embeddings().points is not None
