@@ -2,7 +2,8 @@
 
 `progress_bar` picks how training reports progress. On a terminal it is Lightning's TQDM bar. In a
 log file (CI, `nohup`, SLURM output) that bar is thousands of carriage-return frames, so there it
-is `EpochLines`: one plain line per training epoch, and one per validation or test run.
+is `EpochLines`: one plain line per training epoch, one per validation within an epoch
+(`val_check_interval`), and one per validation or test run.
 """
 
 import sys
@@ -70,15 +71,26 @@ class EpochLines(ProgressBar):
         # Lightning validates before this hook, so the epoch's validation metrics are in.
         metrics = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k != "v_num"}
         metrics.update({k: trainer.callback_metrics[k] for k in self.SHOWN if k in trainer.callback_metrics})
-        total = "?" if trainer.max_epochs in (None, -1) else trainer.max_epochs
-        self._line(f"epoch {trainer.current_epoch + 1}/{total}  step {trainer.global_step}", metrics)
+        self._line(f"epoch {trainer.current_epoch + 1}/{_epochs(trainer)}  step {trainer.global_step}", metrics)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not trainer.sanity_checking and trainer.state.fn == "validate":  # in fit: part of the epoch line
+        if trainer.sanity_checking:
+            return
+        if trainer.state.fn == "validate":
             self._line(f"validation  {_batches(self.total_val_batches)} batches", {})
+        elif not trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+            # Validation within an epoch (val_check_interval): a line of its own, so a long epoch
+            # shows progress; the epoch's last validation is part of the epoch line.
+            metrics = {k: trainer.callback_metrics[k] for k in self.SHOWN if k in trainer.callback_metrics}
+            self._line(f"epoch {trainer.current_epoch + 1}/{_epochs(trainer)}  step {trainer.global_step}/"
+                       f"{_batches(self.total_train_batches)}", metrics)
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._line(f"test  {_batches(sum(trainer.num_test_batches))} batches", {})
+
+
+def _epochs(trainer: L.Trainer) -> str:
+    return "?" if trainer.max_epochs in (None, -1) else str(trainer.max_epochs)
 
 
 def _batches(count) -> str:

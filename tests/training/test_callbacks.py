@@ -71,6 +71,18 @@ def test_one_line_per_epoch_and_per_test_run_without_carriage_returns():
     assert lines[3].startswith("test  16 batches  ")
 
 
+def test_validation_within_an_epoch_gets_its_own_line():
+    """A long epoch validated every few steps (cpu_hour: one epoch, val_check_interval) reports each
+    of those validations; the epoch's last one stays part of the epoch line."""
+    log = io.StringIO()
+    trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_model_summary=False, val_check_interval=4, callbacks=[progress_bar(stream=log)])
+    trainer.fit(_Regression(), _loader(), _loader())
+    lines = log.getvalue().splitlines()
+    assert [line.split("  val/loss")[0] for line in lines[:3]] == [f"epoch 1/1  step {s}/16" for s in (4, 8, 12)]
+    assert len(lines) == 4 and lines[3].startswith("epoch 1/1  step 16  train/loss ") and "val/loss" in lines[3]
+
+
 def test_refresh_rate_zero_writes_nothing():
     log = io.StringIO()
     trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
