@@ -5,13 +5,15 @@
 
 Speed does not depend on the weights, so without --ckpt randomly initialised networks with the
 paper's sizes (M = 6, H = 256, F = 64) are timed, next to this project's boundary design
-("locc_boundary": M = 8 and the co-occupancy term, conf/model/locc.yaml), which reads M³·8·D
-numbers per query and side and is timed up to 10k queries on a CPU.
+("locc_boundary": the network of conf/model/locc.yaml, the default: a 16³ grid and the
+co-occupancy term probed at surface points), timed up to 10k queries on a CPU.
 """
 
 import argparse
+from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
 
 from benchmarks.common import best_time, print_table, write_json
 from contactnet.data.pairs import PairSpec, sample_pairs
@@ -19,8 +21,10 @@ from contactnet.data.procedural import FAMILIES, make_object
 from contactnet.geometry.sampling import sample_surface_even
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.models import LOCC, GlobalOCN, ShapeEmbedding, ShapeEncoder, load_model
+from contactnet.models.checkpoint import build_net
 from contactnet.ops import mesh_collide
 
+DEFAULT_LOCC = Path(__file__).resolve().parents[1] / "conf" / "model" / "locc.yaml"
 CHUNK = 16384  # queries per forward pass: bounds memory at large batch sizes
 BOUNDARY_CPU_MAX = 10_000  # locc_boundary's largest batch on a CPU (about 0.2 ms per query)
 
@@ -50,7 +54,7 @@ def main() -> None:
     aabb = torch.stack([lib[i].bounds().float() for i in range(len(lib))]).to(device)
     nets = {"locc": load_model(args.ckpt, device) if args.ckpt else LOCC(ShapeEncoder()).eval().to(device),
             "global_ocn": GlobalOCN(ShapeEncoder()).eval().to(device),
-            "locc_boundary": LOCC(ShapeEncoder(grid=8), cross_features=16).eval().to(device)}
+            "locc_boundary": build_net(OmegaConf.to_container(OmegaConf.load(DEFAULT_LOCC).net)).eval().to(device)}
 
     g = torch.Generator().manual_seed(0)
     n_max = max(sizes)
