@@ -159,7 +159,8 @@ def test_mesh_slots_match_the_brute_force_path_values_and_gradients(dtype):
     # In the public queries: the minimum over the obstacles, and the steps (here 5 spheres each).
     d = sphere_signed_distance(w, spheres, env)
     stepped = sphere_signed_distance(w, spheres, env, max_pairs=5 * 4 * 2 * sphere_queries._QUERY_PAIRS)
-    torch.testing.assert_close(stepped, d, atol=0, rtol=0)
+    # Rounding only: batched products of other sizes may take other kernels (seen: 1 ulp on this CPU).
+    torch.testing.assert_close(stepped, d, **tol)
 
 
 def test_cost_cut_off_changes_nothing():
