@@ -70,8 +70,11 @@ class EpochLines(ProgressBar):
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Lightning validates before this hook, so the epoch's validation metrics are in.
         metrics = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k != "v_num"}
-        metrics.update({k: trainer.callback_metrics[k] for k in self.SHOWN if k in trainer.callback_metrics})
+        metrics.update(self._shown(trainer))
         self._line(f"epoch {trainer.current_epoch + 1}/{_epochs(trainer)}  step {trainer.global_step}", metrics)
+
+    def _shown(self, trainer: L.Trainer) -> dict:
+        return {k: trainer.callback_metrics[k] for k in self.SHOWN if k in trainer.callback_metrics}
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -81,9 +84,8 @@ class EpochLines(ProgressBar):
         elif not trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
             # Validation within an epoch (val_check_interval): a line of its own, so a long epoch
             # shows progress; the epoch's last validation is part of the epoch line.
-            metrics = {k: trainer.callback_metrics[k] for k in self.SHOWN if k in trainer.callback_metrics}
             self._line(f"epoch {trainer.current_epoch + 1}/{_epochs(trainer)}  step {trainer.global_step}/"
-                       f"{_batches(self.total_train_batches)}", metrics)
+                       f"{_batches(self.total_train_batches)}", self._shown(trainer))
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._line(f"test  {_batches(sum(trainer.num_test_batches))} batches", {})
