@@ -38,7 +38,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from contactnet.data.dataset import load_manifest, read_shard
 from contactnet.data.objects import load_object_set
 from contactnet.data.seeds import derive_rng, derive_seed
-from contactnet.geometry.poses import compose_poses, matrix_to_quaternion, quaternion_to_matrix
+from contactnet.geometry.frames import reframe_object
+from contactnet.geometry.poses import compose_poses, matrix_to_quaternion
 
 # The split names the code relies on, defined here only (a data config's `splits` keys name them;
 # any further split in a config is a test split, reported after these).
@@ -81,9 +82,16 @@ class PairGroups(Dataset):
     """The object-pair groups of one split (memory-mapped shards)."""
 
     def __init__(self, root: str | Path, objects, augment: bool | str = False, seed: int = 0,
-                 allowed_objects: set[int] | None = None, clouds: str = "full", partial_prob: float = 0.0):
-        """clouds, partial_prob: see the module docstring."""
+                 allowed_objects: set[int] | None = None, clouds: str = "full", partial_prob: float = 0.0,
+                 frame: torch.Tensor | None = None):
+        """clouds, partial_prob: see the module docstring. frame (4,) quaternion: every object
+        given in that fixed frame (`reframe_object`; test-time frame averaging) instead of
+        `augment`'s random ones."""
         _check_clouds(clouds, partial_prob)
+        if frame is not None and (not isinstance(frame, torch.Tensor) or frame.shape != (4,)):
+            raise ValueError(f"frame: expected a (4,) quaternion tensor [qw, qx, qy, qz], got "
+                             f"{getattr(frame, 'shape', type(frame).__name__)}")
+        self.frame = None if frame is None else frame.float() / frame.float().norm()
         self.manifest = load_manifest(root)
         spec = self.manifest["spec"]
         self.group = spec["pairs"]["poses_per_pair"]
@@ -140,24 +148,19 @@ class PairGroups(Dataset):
         (seed, stream, epoch, index) in full, so no two (epoch, index) pairs share their draws."""
         return derive_rng(self.seed, stream, epoch, index)
 
-    def _augment(self, obj: int, poses: torch.Tensor, rng: np.random.Generator, view: int | None = None):
-        """Rotate object `obj` (its full cloud or cached `view`) by a random R drawn from `rng`,
-        re-centre it on its mesh's new AABB, and compose the inverse into `poses`."""
-        if self.rotations is None:
-            q = torch.from_numpy(rng.standard_normal(4)).float()
-            q = q / q.norm()
-        else:
-            q = self.rotations[int(rng.integers(len(self.rotations)))]
-        R = quaternion_to_matrix(q)
-        vertices = self.vertices[obj] @ R.T
-        centre = (vertices.min(0).values + vertices.max(0).values) / 2
+    def _rotation(self, rng: np.random.Generator) -> torch.Tensor:
+        """A training rotation (4,) drawn from `rng`: uniform over SO(3), or one of the cube's."""
+        if self.rotations is not None:
+            return self.rotations[int(rng.integers(len(self.rotations)))]
+        q = torch.from_numpy(rng.standard_normal(4)).float()
+        return q / q.norm()
+
+    def _turn(self, obj: int, poses: torch.Tensor, q: torch.Tensor, view: int | None = None):
+        """Object `obj` (its full cloud or cached `view`) turned by q and re-centred on its mesh's
+        new AABB (`reframe_object`), the inverse composed into `poses`."""
         points, normals, _ = self._shape(obj, view)
-        points = points @ R.T - centre
-        normals = normals @ R.T
-        aabb = _bounds(vertices) - centre if view is None else _bounds(points)
-        # x_world = pose(x_old) and x_new = R x_old - c, so pose_new = pose ∘ (R, -c)⁻¹.
-        q_inv = q * torch.tensor([1.0, -1.0, -1.0, -1.0])
-        inverse = torch.cat([(R.T @ centre), q_inv])
+        points, normals, aabb, inverse = reframe_object(points, normals, self.vertices[obj], q.float(),
+                                                        box_from_points=view is not None)
         return points, normals, aabb, compose_poses(poses, inverse.expand_as(poses))
 
     def __getitem__(self, item: int | tuple[int, int]) -> dict[str, torch.Tensor]:
@@ -171,10 +174,13 @@ class PairGroups(Dataset):
         poses_a = torch.from_numpy(np.array(shard["poses_a"][rows]))
         poses_b = torch.from_numpy(np.array(shard["poses_b"][rows]))
         view_a, view_b = self._views(index, epoch)
-        if self.augment:
+        if self.frame is not None:
+            pa, na, aabb_a, poses_a = self._turn(ids_a, poses_a, self.frame, view_a)
+            pb, nb, aabb_b, poses_b = self._turn(ids_b, poses_b, self.frame, view_b)
+        elif self.augment:
             rng = self.item_rng("rotation", index, epoch)
-            pa, na, aabb_a, poses_a = self._augment(ids_a, poses_a, rng, view_a)
-            pb, nb, aabb_b, poses_b = self._augment(ids_b, poses_b, rng, view_b)
+            pa, na, aabb_a, poses_a = self._turn(ids_a, poses_a, self._rotation(rng), view_a)
+            pb, nb, aabb_b, poses_b = self._turn(ids_b, poses_b, self._rotation(rng), view_b)
         else:
             (pa, na, aabb_a), (pb, nb, aabb_b) = self._shape(ids_a, view_a), self._shape(ids_b, view_b)
         return {

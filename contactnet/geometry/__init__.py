@@ -1,6 +1,7 @@
-"""Geometry: meshes, mesh libraries, rigid poses and depth-camera views."""
+"""Geometry: meshes, mesh libraries, rigid poses, object frames and depth-camera views."""
 
 from contactnet.geometry.depth_views import ViewSpec, partial_cloud, points_from_depth
+from contactnet.geometry.frames import frame_quaternions, reframe_object
 from contactnet.geometry.mesh import Mesh, MeshBvh, MeshLibrary
 from contactnet.geometry.poses import (
     compose_poses,
@@ -22,6 +23,7 @@ __all__ = [
     "MeshLibrary",
     "ViewSpec",
     "compose_poses",
+    "frame_quaternions",
     "identity_poses",
     "invert_poses",
     "matrix_to_pose",
@@ -31,6 +33,7 @@ __all__ = [
     "points_from_depth",
     "pose_to_matrix",
     "quaternion_to_matrix",
+    "reframe_object",
     "transform_points",
     "unit_quaternion_poses",
     "unit_quaternions",

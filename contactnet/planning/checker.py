@@ -41,6 +41,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from contactnet.geometry.frames import frame_quaternions, reframe_object
+from contactnet.geometry.poses import compose_poses
 from contactnet.models.collision_nets import LOCC, CollisionNet, GlobalOCN
 from contactnet.models.encoder import ShapeEmbedding
 from contactnet.planning.cost import collision_cost, learned_collision_cost
@@ -87,14 +89,18 @@ class CollisionChecker(nn.Module):
     penetration_tol: bisection tolerance of the exact penetration estimate (metres); validate:
     check every argument (names, shapes, NaN) — turn off on a compiled / graph-captured hot path;
     tau (hybrid only, > 0, inf defers everything): queries with |logit| < tau get the exact verdict;
-    grid_max_points: probe-point evaluations per step of the voxel-grid term (bounds its memory).
+    grid_max_points: probe-point evaluations per step of the voxel-grid term (bounds its memory);
+    frames (learned and hybrid): each logit is the mean over that many frames of each object (its
+    own, then fixed rotations: `frame_quaternions`), an ensemble at `frames` times the network cost
+    that is more accurate near contact (docs/results.md); the hybrid's tau must be chosen with the
+    same frames (`python eval.py frames=...`).
     The model is moved to the world's device, put in eval mode and frozen (requires_grad False) in
     place: pose gradients never need weight gradients.
     """
 
     def __init__(self, world: CollisionWorld, backend: str = "exact", model: CollisionNet | None = None,
                  eta: float = 0.02, chunk: int = 16384, penetration_tol: float = 1e-3, validate: bool = True,
-                 tau: float | None = None, grid_max_points: int = 1 << 22):
+                 tau: float | None = None, grid_max_points: int = 1 << 22, frames: int = 1):
         super().__init__()
         if not isinstance(world, CollisionWorld):
             raise ValueError(f"world: expected a CollisionWorld, got {type(world).__name__}")
@@ -115,6 +121,10 @@ class CollisionChecker(nn.Module):
         if isinstance(grid_max_points, bool) or not isinstance(grid_max_points, int) or grid_max_points < 1:
             raise ValueError(f"grid_max_points: expected an int >= 1, got {grid_max_points!r}")
         self.grid_max_points = grid_max_points
+        self.frame_quaternions = frame_quaternions(frames)  # checks frames
+        if frames > 1 and backend == "exact":
+            raise ValueError(f"frames: only a learned or hybrid backend averages over frames, got frames={frames} "
+                             "with backend 'exact'")
         self.tau = None if tau is None else float(tau)
         self.world, self.backend, self.eta = world, backend, float(eta)
         self.chunk, self.penetration_tol, self.validate = chunk, float(penetration_tol), validate
@@ -129,6 +139,7 @@ class CollisionChecker(nn.Module):
                                  f"got {type(model).__name__}")
             self.model = model.to(world.device).eval().requires_grad_(False)
         self._table: ShapeEmbedding | None = None
+        self._turned: list[tuple[ShapeEmbedding, torch.Tensor]] = []  # frames 2..F: (table, inverse poses (N, 7))
         self._table_version = -1
 
     @classmethod
@@ -158,13 +169,26 @@ class CollisionChecker(nn.Module):
             # The world keeps its samples in float32; a float64 model (gradcheck) encodes them in float64.
             dtype = next(self.model.parameters()).dtype
             points, normals, aabb = (t.to(dtype) for t in (w.points, w.normals, w.aabb))
-            with torch.no_grad():
-                parts = [self.model.encode(points[i:i + 64], normals[i:i + 64], aabb[i:i + 64])
-                         for i in range(0, w.points.shape[0], 64)]
-            self._table = ShapeEmbedding(torch.cat([p.features for p in parts]), aabb.clone(),
-                                         torch.cat([p.occupancy for p in parts]), points.clone())
+            self._table = self._encode(points, normals, aabb)
+            self._turned = [self._turned_table(q.to(dtype)) for q in self.frame_quaternions[1:]]
             self._table_version = w.version
         return self._table
+
+    def _encode(self, points, normals, aabb) -> ShapeEmbedding:
+        with torch.no_grad():
+            parts = [self.model.encode(points[i:i + 64], normals[i:i + 64], aabb[i:i + 64])
+                     for i in range(0, points.shape[0], 64)]
+        return ShapeEmbedding(torch.cat([p.features for p in parts]), aabb.clone(),
+                              torch.cat([p.occupancy for p in parts]), points.clone())
+
+    def _turned_table(self, q: torch.Tensor) -> tuple[ShapeEmbedding, torch.Tensor]:
+        """Every world mesh encoded in the frame q (`reframe_object`), and the (N, 7) inverse
+        poses that move a query's poses into it."""
+        w, dtype = self.world, q.dtype
+        turned = [reframe_object(p.to(dtype), n.to(dtype), m.vertices.to(w.device, dtype), q)
+                  for p, n, m in zip(w.points, w.normals, w.meshes)]
+        points, normals, aabb, inverse = (torch.stack(t) for t in zip(*turned))
+        return self._encode(points, normals, aabb), inverse
 
     # ---- argument handling --------------------------------------------------------------------
     def _poses(self, poses, arg: str, shape: torch.Size | None = None) -> torch.Tensor:
@@ -212,10 +236,17 @@ class CollisionChecker(nn.Module):
         return env.expand(shape).long()
 
     def _logits(self, ids_a, ids_b, poses_a, poses_b) -> torch.Tensor:
-        """Flat (Q,) logits in chunks of `self.chunk` queries."""
+        """Flat (Q,) logits in chunks of `self.chunk` queries, averaged over the frames."""
         table = self.embeddings()
         dtype = table.features.dtype
         poses_a, poses_b = poses_a.to(dtype), poses_b.to(dtype)
+        total = self._frame_logits(table, ids_a, ids_b, poses_a, poses_b)
+        for turned, inverse in self._turned:
+            total = total + self._frame_logits(turned, ids_a, ids_b, compose_poses(poses_a, inverse[ids_a]),
+                                               compose_poses(poses_b, inverse[ids_b]))
+        return total / (1 + len(self._turned))
+
+    def _frame_logits(self, table, ids_a, ids_b, poses_a, poses_b) -> torch.Tensor:
         outs = [self.model.predict_indexed(table, ids_a[s:s + self.chunk], ids_b[s:s + self.chunk],
                                            poses_a[s:s + self.chunk], poses_b[s:s + self.chunk])
                 for s in range(0, ids_a.shape[0], self.chunk)]
@@ -385,4 +416,6 @@ class CollisionChecker(nn.Module):
 
     def extra_repr(self) -> str:
         tau = f", tau={self.tau}" if self.backend == "hybrid" else ""
-        return f"backend={self.backend!r}{tau}, eta={self.eta}, chunk={self.chunk}, validate={self.validate}"
+        frames = f", frames={len(self.frame_quaternions)}" if self.learned else ""
+        return (f"backend={self.backend!r}{tau}{frames}, eta={self.eta}, chunk={self.chunk}, "
+                f"validate={self.validate}")

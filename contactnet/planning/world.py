@@ -163,6 +163,11 @@ class CollisionWorld:
     def mesh_names(self) -> list[str]:
         return [m.name for m in self._meshes]
 
+    @property
+    def meshes(self) -> list[Mesh]:
+        """The registered meshes in id order, each in its own frame (re-centred on its AABB)."""
+        return list(self._meshes)
+
     def mesh_offset(self, name: str) -> torch.Tensor:
         """(3,) float64: the AABB centre removed from mesh `name` at registration (its frame origin
         in the coordinates it was given in)."""

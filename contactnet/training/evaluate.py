@@ -7,6 +7,7 @@ import torch
 from contactnet.data.datamodule import PairDataModule, PairGroups
 from contactnet.data.objects import load_object_set
 from contactnet.data.storage import write_json_atomic
+from contactnet.geometry.frames import frame_quaternions
 from contactnet.models import load_model
 from contactnet.planning.hybrid import choose_tau, hybrid_summary
 from contactnet.training.metrics import collision_report
@@ -15,29 +16,38 @@ from contactnet.training.module import group_logits
 
 @torch.no_grad()
 def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int = 16, device: str = "cpu",
-                  objects=None, clouds: str = "full") -> dict[str, torch.Tensor]:
-    """Flat logits, exact labels and signed distances of every query of one split."""
+                  objects=None, clouds: str = "full", frames: int = 1) -> dict[str, torch.Tensor]:
+    """Flat logits, exact labels and signed distances of every query of one split; frames > 1:
+    each logit is the mean over the objects' first `frames` test-time frames (`frame_quaternions`,
+    the checker's `frames`)."""
     objects = objects if objects is not None else load_object_set(Path(data_root) / "objects")
-    groups = PairGroups(Path(data_root) / split, objects, clouds=clouds)
-    loader = torch.utils.data.DataLoader(groups, batch_size=groups_per_batch)
     out = {"logit": [], "label": [], "signed_distance": []}
-    for batch in loader:
-        batch = {k: v.to(device) for k, v in batch.items()}
-        logits, _, _ = group_logits(net, batch)
-        out["logit"].append(logits.flatten().cpu())
-        out["label"].append(batch["label"].flatten().bool().cpu())
-        out["signed_distance"].append(batch["signed_distance"].flatten().cpu())
-    return {k: torch.cat(v) for k, v in out.items()}
+    for frame, q in enumerate(frame_quaternions(frames)):
+        # Frame 0 is the objects' own: read as stored, not turned by the identity (the plain scores, bitwise).
+        groups = PairGroups(Path(data_root) / split, objects, clouds=clouds, frame=q if frame else None)
+        logits = []
+        for batch in torch.utils.data.DataLoader(groups, batch_size=groups_per_batch):
+            batch = {name: value.to(device) for name, value in batch.items()}
+            logits.append(group_logits(net, batch)[0].flatten().cpu())
+            if frame == 0:
+                out["label"].append(batch["label"].flatten().bool().cpu())
+                out["signed_distance"].append(batch["signed_distance"].flatten().cpu())
+        out["logit"].append(torch.cat(logits))
+    out["logit"] = torch.stack(out["logit"]).mean(0)
+    return {name: v if name == "logit" else torch.cat(v) for name, v in out.items()}
 
 
 def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int = 16,
              device: str | None = None, hybrid_max_error: float | None = None,
-             tau_root: str | None = None, clouds: str = "full") -> dict[str, dict]:
+             tau_root: str | None = None, clouds: str = "full", frames: int = 1) -> dict[str, dict]:
     """{split: collision_report} for each split (default: every test split under `data_root`).
 
     clouds: "full" surface samples, or "single_view": each object as one cached depth view sees
     it (the same views for every model; built once in `<data_root>/objects/partial/` if missing),
     to compare both on the same pairs. The hybrid's tau always comes from full clouds.
+
+    frames: score each query by its logit averaged over that many test-time frames of its objects
+    (`predict_split`; what `CollisionChecker(frames=...)` does), tau included.
 
     hybrid_max_error: also report the certified hybrid (`CollisionChecker(..., "hybrid")`) with
     its threshold tau chosen by `choose_tau` on the validation split of `tau_root` (default
@@ -52,12 +62,14 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
     tau = None
     if hybrid_max_error is not None:
         root = tau_root or data_root
-        val = predict_split(net, root, "val", groups_per_batch, device, objects if root == data_root else None)
+        val = predict_split(net, root, "val", groups_per_batch, device, objects if root == data_root else None,
+                            frames=frames)
         tau = choose_tau(val["logit"], val["label"], hybrid_max_error)
     results = {}
     for split in splits:
-        scores = predict_split(net, data_root, split, groups_per_batch, device, objects, clouds)
+        scores = predict_split(net, data_root, split, groups_per_batch, device, objects, clouds, frames)
         results[split] = collision_report(torch.sigmoid(scores["logit"]), scores["label"], scores["signed_distance"])
+        results[split]["frames"] = frames
         if tau is not None:
             results[split]["hybrid"] = {"tau": tau, "max_error": hybrid_max_error,
                                         **hybrid_summary(scores["logit"], scores["label"], tau)}

@@ -74,6 +74,35 @@ def _moved_mesh(objects, obj, x, y, side):
     return Mesh(transform_points(invert_poses(y[f"poses_{side}"][0].double()), world), objects.faces[obj])
 
 
+def test_a_fixed_frame_keeps_world_geometry_and_labels(dataset):
+    """PairGroups(frame=q): every object turned by the same q (test-time frames), its poses
+    corrected so each query's geometry, and so its stored label, is unchanged."""
+    from contactnet.data.datamodule import PairGroups
+    from contactnet.geometry.frames import frame_quaternions
+
+    objects = load_object_set(dataset / "objects")
+    q = frame_quaternions(2)[1]
+    plain = PairGroups(dataset / "test_unknown", objects)
+    turned = PairGroups(dataset / "test_unknown", objects, frame=q)
+    again = PairGroups(dataset / "test_unknown", objects, frame=q, augment=True)  # the fixed frame wins
+    for index in range(len(plain)):
+        x, y, z = plain[index], turned[index], again[index]
+        for side in ("a", "b"):
+            world_old = transform_points(x[f"poses_{side}"][:, None].double(), x[f"points_{side}"].double())
+            world_new = transform_points(y[f"poses_{side}"][:, None].double(), y[f"points_{side}"].double())
+            torch.testing.assert_close(world_new, world_old, atol=1e-5, rtol=0)
+            torch.testing.assert_close(z[f"points_{side}"], y[f"points_{side}"], rtol=0, atol=0)
+        ia, ib = int(x["ids_a"]), int(x["ids_b"])
+        lib = MeshLibrary([_moved_mesh(objects, ia, x, y, "a"), _moved_mesh(objects, ib, x, y, "b")],
+                          dtype=torch.float64)
+        n = len(x["label"])
+        got = mesh_collide(lib, torch.zeros(n, dtype=torch.long), torch.ones(n, dtype=torch.long),
+                           y["poses_a"].double(), y["poses_b"].double())
+        assert (got.float() == x["label"]).all()
+    with pytest.raises(ValueError, match="frame"):
+        PairGroups(dataset / "test_unknown", objects, frame=torch.ones(3))
+
+
 def test_augmentation_is_reproducible_and_changes_per_epoch(dataset):
     dm = PairDataModule(str(dataset), augment=True, seed=1)
     dm.setup()
@@ -98,7 +127,7 @@ def test_augmentation_draws_never_repeat_across_epoch_and_index(dataset):
     # And items are rotated by exactly that stream.
     item = ds[(1, 2)]
     poses = torch.from_numpy(np.array(ds.shards[ds.index[1][0]]["poses_a"][ds.index[1][1] * ds.group:][:ds.group]))
-    points, _, _, poses_a = ds._augment(int(item["ids_a"]), poses, ds.item_rng("rotation", 1, 2))
+    points, _, _, poses_a = ds._turn(int(item["ids_a"]), poses, ds._rotation(ds.item_rng("rotation", 1, 2)))
     torch.testing.assert_close(item["points_a"], points)
     torch.testing.assert_close(item["poses_a"], poses_a)
 

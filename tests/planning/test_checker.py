@@ -345,3 +345,44 @@ def test_point_probing_net_through_the_checker(world64, sites):
     want = net.predict(emb.map(lambda x: x[ids_a]), emb.map(lambda x: x[ids_b]), pa, pb)
     torch.testing.assert_close(checker.pairwise(ids_a, ids_b, pa, pb).logit, want)
     assert checker.embeddings().points is not None
+
+
+def test_frame_averaged_logits_are_the_mean_over_turned_objects(world64):
+    """frames=F: each logit is the mean of the net's logits on the objects encoded in the F frames
+    (reframe_object: turned, re-centred, the poses composed with the inverse); frames=1 is the
+    plain checker; the hybrid defers by the averaged logit."""
+    from contactnet.geometry.frames import frame_quaternions, reframe_object
+    from contactnet.geometry.poses import compose_poses
+    from contactnet.models import LOCC, ShapeEncoder
+
+    torch.manual_seed(0)
+    net = LOCC(ShapeEncoder(grid=4, hidden=32, features=16, channels=16), 32, cross_features=8,
+               cross_points=64).double()
+    ids_a, ids_b, pa, pb = random_pairs(world64, 30, seed=7, spread=0.8)
+    plain = CollisionChecker(world64, "locc", net).pairwise(ids_a, ids_b, pa, pb).logit
+    torch.testing.assert_close(CollisionChecker(world64, "locc", net, frames=1).pairwise(ids_a, ids_b, pa, pb).logit,
+                               plain, rtol=0, atol=0)
+    want = [plain]
+    for q in frame_quaternions(3)[1:]:
+        turned = [reframe_object(p, n, m.vertices.double(), q)
+                  for p, n, m in zip(world64.points.double(), world64.normals.double(), world64.meshes)]
+        points, normals, aabb, inverse = (torch.stack(t) for t in zip(*turned))
+        emb = net.encode(points, normals, aabb)
+        want.append(net.predict(emb.map(lambda x: x[ids_a]), emb.map(lambda x: x[ids_b]),
+                                compose_poses(pa, inverse[ids_a]), compose_poses(pb, inverse[ids_b])))
+    checker = CollisionChecker(world64, "locc", net, frames=3)
+    got = checker.pairwise(ids_a, ids_b, pa, pb).logit
+    torch.testing.assert_close(got, torch.stack(want).mean(0))
+    assert not torch.allclose(got, plain)  # the frames do change a (random) net's answers
+    tau = float(got.abs().median())
+    hybrid = CollisionChecker(world64, "hybrid", net, tau=tau, frames=3).pairwise(ids_a, ids_b, pa, pb)
+    torch.testing.assert_close(hybrid.deferred, got.abs() < tau)
+
+
+def test_frames_argument_is_checked(world, trained):
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="frames"):
+            CollisionChecker(world, "locc", trained, frames=bad)
+    with pytest.raises(ValueError, match="frames"):
+        CollisionChecker(world, "exact", frames=2)
+    assert "frames=2" in repr(CollisionChecker(world, "locc", trained, frames=2))

@@ -52,3 +52,34 @@ def test_hybrid_report_uses_tau_from_the_validation_split(tmp_path, tiny_data):
     learned_right = (test["logit"] > 0) == test["label"]
     assert hybrid["accuracy"] == (learned_right | deferred).double().mean().item()
     assert hybrid["accuracy"] >= scores["boundary_unknown"]["acc"]
+
+
+def test_frame_averaged_scores_are_the_mean_over_fixed_frames(tmp_path, tiny_data):
+    """frames=F: each logit is the mean of the logits with every object turned into each of the
+    fixed frames (frame 0 as stored); the hybrid's tau comes from val scored the same way."""
+    from contactnet.data.datamodule import PairGroups
+    from contactnet.data.objects import load_object_set
+    from contactnet.geometry.frames import frame_quaternions
+    from contactnet.training.module import group_logits
+
+    net, ckpt = _checkpoint(tmp_path)
+    net.eval()
+    data = tiny_data / "procedural_tiny"
+    objects = load_object_set(data / "objects")
+    plain = predict_split(net, data, "boundary_unknown")
+    framed = predict_split(net, data, "boundary_unknown", frames=3)
+    torch.testing.assert_close(framed["label"], plain["label"])
+    turned = []
+    for q in frame_quaternions(3)[1:]:
+        groups = PairGroups(data / "boundary_unknown", objects, frame=q)
+        with torch.no_grad():
+            turned.append(torch.cat([group_logits(net, b)[0].flatten()
+                                     for b in torch.utils.data.DataLoader(groups, batch_size=16)]))
+    torch.testing.assert_close(framed["logit"], torch.stack([plain["logit"], *turned]).mean(0))
+    scores = evaluate(str(ckpt), str(data), splits=["boundary_unknown"], device="cpu", hybrid_max_error=0.05,
+                      frames=3)
+    val = predict_split(net, data, "val", frames=3)
+    assert scores["boundary_unknown"]["hybrid"]["tau"] == choose_tau(val["logit"], val["label"], 0.05)
+    assert scores["boundary_unknown"]["frames"] == 3
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):  # eval.py's option
+        assert compose("eval", overrides=["ckpt_path=x"]).frames == 1
