@@ -27,7 +27,10 @@ def extension():
     common = dict(include_dirs=[csrc], extra_link_args=["-fopenmp"])
     if cuda_wanted():
         sources += sorted(glob.glob(os.path.join("csrc", "**", "*.cu"), recursive=True))
-        compile_args["nvcc"] = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]
+        # --fmad=false: no a*b+c contraction, as on the CPU (g++ for x86-64 emits no FMA), so the
+        # exact predicates cancel the same way on both devices (an FMA turns a*b - a*b into
+        # a*b's rounding error: coplanar triangles then test as crossing or apart).
+        compile_args["nvcc"] = ["-O3", "--expt-relaxed-constexpr", "-lineinfo", "--fmad=false"]
         return CUDAExtension("contactnet._C", sources, extra_compile_args=compile_args, **common)
     return CppExtension("contactnet._C", sources, extra_compile_args=compile_args, **common)
 

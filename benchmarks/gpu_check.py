@@ -75,7 +75,9 @@ def pytest_runtest_makereport(item, call):
     """A test (or its fixture) that imports a missing package when it runs: skipped."""
     report = yield
     error = call.excinfo.value if report.failed and call.excinfo is not None else None
-    if isinstance(error, ModuleNotFoundError) and error.name and error.name.split(".")[0] not in OURS:
+    while error is not None and not isinstance(error, ModuleNotFoundError):
+        error = error.__cause__  # our ImportError that names the extra, raised from the missing module
+    if error is not None and error.name and error.name.split(".")[0] not in OURS:
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: needs {error.name!r}, not installed here")
     return report

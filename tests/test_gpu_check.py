@@ -39,16 +39,20 @@ def test_bad_step_names_are_refused():
 
 def test_missing_packages_skip_and_our_own_modules_fail(tmp_path):
     """As gpu-check runs pytest: a missing third-party package (at import or when a test runs) is
-    a skip naming it; a missing module of ours stays an error."""
+    a skip naming it, also behind an ImportError raised from it; a missing module of ours stays an
+    error."""
     (tmp_path / "test_peer_at_import.py").write_text("import no_such_peer_pkg\n\ndef test_a():\n    pass\n")
     (tmp_path / "test_peer_at_run.py").write_text("def test_b():\n    import no_such_peer_pkg.sub\n")
+    (tmp_path / "test_peer_chained.py").write_text(  # an extra's ImportError raised from the missing module
+        "def test_e():\n    try:\n        import no_such_peer_pkg\n    except ImportError as e:\n"
+        "        raise ImportError('needs the extra') from e\n")
     (tmp_path / "test_ours.py").write_text("def test_c():\n    import contactnet.no_such_module\n")
     (tmp_path / "test_plain.py").write_text("def test_d():\n    assert True\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "benchmarks.gpu_check",
                            "--rootdir", str(tmp_path), "-c", "/dev/null", "-rs", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert done.stdout.count("needs 'no_such_peer_pkg") == 2, done.stdout
-    assert "1 failed, 1 passed, 2 skipped" in done.stdout, done.stdout
+    assert done.stdout.count("needs 'no_such_peer_pkg") == 3, done.stdout
+    assert "1 failed, 1 passed, 3 skipped" in done.stdout, done.stdout
     assert gpu_check.missing_module("ModuleNotFoundError: No module named 'fcl'") == "fcl"
     assert gpu_check.missing_module("ModuleNotFoundError: No module named 'contactnet._C'") is None

@@ -139,6 +139,7 @@ def compose_poses(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def invert_poses(poses: torch.Tensor) -> torch.Tensor:
     """Inverse rigid transforms: T^-1 with R^T and -R^T t."""
-    qi = poses[..., 3:] * poses.new_tensor([1, -1, -1, -1])
+    # The conjugate without a constant tensor: a host-to-device copy would break CUDA graph capture.
+    qi = torch.cat([poses[..., 3:4], -poses[..., 4:]], dim=-1)
     t = -(quaternion_to_matrix(qi) @ poses[..., :3, None]).squeeze(-1)
     return torch.cat([t, qi], dim=-1)

@@ -90,7 +90,8 @@ class CollisionWorld:
         self._probe: dict | None = None
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype: expected torch.float32 or torch.float64, got {dtype}")
-        self.device, self.dtype = torch.device(device), dtype
+        # The device its tensors land on ("cuda" -> "cuda:0"), so device checks compare like with like.
+        self.device, self.dtype = torch.empty(0, device=device).device, dtype
         self.num_envs, self.max_obstacles = num_envs, max_obstacles
         self.num_points, self.seed = num_points, seed
         self._meshes: list[Mesh] = []

@@ -42,7 +42,10 @@ struct IpcDistanceFunctor {
     const int nv = ipc_kind_vertices(kind);
     const T* xs[4] = {x0, x1, x2, x3};
     Vec3<T> v[4];
-    for (int k = 0; k < nv; ++k) v[k] = load3(xs[k] + 3 * i);
+    // Every slot written (zeros past nv): with only the first nv written, nvcc 13.0 at -O1 and up
+    // miscompiled this functor (point–edge, point–triangle and edge–edge rows NaN or wrong on an
+    // H200; right with -G and on the host). tests/ops/test_cuda_matches_cpu.py catches it.
+    for (int k = 0; k < 4; ++k) v[k] = k < nv ? load3(xs[k] + 3 * i) : Vec3<T>{T(0), T(0), T(0)};
     T g[12], H[144];
     T* gp = order == 1 ? g : nullptr;
     T* Hp = order == 2 ? H : nullptr;

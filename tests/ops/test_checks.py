@@ -94,7 +94,11 @@ def test_ipc_ops_accept_any_integer_index_tensor(convert, device):
     got = _ipc_outputs(V, conv(F), conv(E), conv(body), dhat, ipc.Candidates(conv(cand[0]), conv(cand[1])))
     for key in want:
         for a, b in zip(_flat(want[key]), _flat(got[key]), strict=True):
-            assert torch.equal(a, b), key
+            if a.is_floating_point() and a.device.type != "cpu":
+                # a device sums into shared rows atomically, in no fixed order: equal to rounding
+                torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-15, msg=key)
+            else:
+                assert torch.equal(a, b), key
 
 
 def test_well_formed_ipc_inputs_are_not_copied_nor_read_on_the_cpu():
@@ -149,10 +153,10 @@ def test_cuda_graph_capture_skips_value_checks():
     V, F, E, body, dhat = (t.cuda() if isinstance(t, torch.Tensor) else t for t in cases.stacked_sheets(3))
     with pytest.raises(ValueError, match="faces"):  # outside capture, the wrapper checks
         ipc.collision_candidates_padded(V, F + 10**6, E, dhat, 64, body)
-    ipc.collision_candidates_padded(V, F, E, dhat, 64, body)  # warm up (lazy init)
+    ipc.collision_candidates_padded(V, F, E, dhat, 256, body)  # warm up (lazy init)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        found = ipc.collision_candidates_padded(V, F, E, dhat, 64, body)
+        found = ipc.collision_candidates_padded(V, F, E, dhat, 256, body)  # room for all 270
         energy = ipc.barrier_potential(V, F, E, found.candidates, dhat)
     graph.replay()
     want = ipc.barrier_potential(V, F, E, ipc.collision_candidates(V, F, E, dhat, body), dhat)

@@ -358,4 +358,12 @@ def test_cuda_matches_cpu(dtype):
     ag = a.detach().cuda().requires_grad_(True)
     ops.triangle_distance(a, b).distance.sum().backward()
     ops.triangle_distance(ag, b.cuda()).distance.sum().backward()
-    torch.testing.assert_close(ag.grad.cpu(), a.grad, atol=10 * atol, rtol=0)
+    # The gradient is discontinuous where the closest pair is not unique (parallel features) and
+    # at touching (0 inside, a unit direction outside); within float32 rounding the devices may
+    # fall on either side there. Compare where both picked the same pair at a clear distance.
+    d_cpu, d_gpu = cpu.distance, gpu.distance.cpu()
+    touching = (torch.minimum(d_cpu, d_gpu) <= 10 * atol) & (torch.maximum(d_cpu, d_gpu) > 0)
+    same = ((gpu.weights_a.cpu() - cpu.weights_a).abs().amax(1) < 1e-3) & (
+        (gpu.weights_b.cpu() - cpu.weights_b).abs().amax(1) < 1e-3) & ~touching
+    assert same.float().mean() > 0.999
+    torch.testing.assert_close(ag.grad.cpu()[same], a.grad[same], atol=10 * atol, rtol=0)

@@ -35,7 +35,8 @@ def random_pairs(world: CollisionWorld, n: int, seed: int = 0, spread: float = 1
     m = len(world.mesh_names)
     ids_a = torch.randint(m, (n,), generator=g)
     ids_b = torch.randint(m, (n,), generator=g)
-    reach = (world.radius[ids_a] + world.radius[ids_b]).double()
+    radius = world.radius.cpu()
+    reach = (radius[ids_a] + radius[ids_b]).double()
     away = torch.randn(n, 3, generator=g, dtype=torch.float64)
     away = away / away.norm(dim=1, keepdim=True) * (torch.rand(n, generator=g, dtype=torch.float64) * spread
                                                    * reach)[:, None]

@@ -290,8 +290,14 @@ def test_devices_agree(accelerator, trained):
             cost = checker.cost("l_bracket", poses, torch.tensor([1, 1], device=dev))
             out += [cost.detach().cpu(), torch.autograd.grad(cost.sum(), poses)[0].cpu()]
         results[dev] = out
-    for a, b in zip(results["cpu"], results[device]):
-        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
+    names = [f"{backend} {what}" for backend in ("exact", "locc") for what in ("pairwise", "cost", "cost gradient")]
+    # The exact cost's gradient on rotation follows its witness points; at these axis-aligned poses
+    # the bodies meet face to face, where many witnesses are equally close and each device's
+    # traversal (best-first on the CPU, depth-first on a GPU) keeps the first it meets. Its
+    # gradient on translation is the same for all of them.
+    results["cpu"][2], results[device][2] = results["cpu"][2][:, :3], results[device][2][:, :3]
+    for name, a, b in zip(names, results["cpu"], results[device], strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name}: {m}\ncpu {a}\n{device} {b}")
 
 
 def test_float64_world_with_learned_backend(world64, trained):
