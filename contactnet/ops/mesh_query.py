@@ -126,7 +126,9 @@ def blem_contacts(lib: MeshLibrary, ids_a, ids_b, poses_a: torch.Tensor, poses_b
     each query's contacts to at most k, honouring the cap: the same contacts, bit for bit, as
     `cluster_contacts(blem_contacts(...), k, normal_weight, depth_weight)`, without keeping
     what the clustering drops (the traversal writes points, normals, depths and the triangle
-    pair; the kept contacts' other fields are recomputed).
+    pair; the kept contacts' other fields are recomputed). The traversal order is each device's
+    own and clustering follows it, so a GPU's clusters can differ from the CPU's: equally valid,
+    and the same on every call.
 
     Returns Contacts in the packed layout (see `Contacts`).
     """
