@@ -22,7 +22,7 @@ from benchmarks.common import best_time, machine_info
 from contactnet.data.dataset import read_shard
 from contactnet.data.objects import ObjectSet
 from contactnet.data.storage import write_json_atomic
-from contactnet.geometry import Mesh, MeshLibrary
+from contactnet.geometry import Mesh, MeshLibrary, compose_poses, frame_quaternions, reframe_object
 from contactnet.training.metrics import collision_report
 
 NET_CHUNK = 16384  # queries per network forward pass
@@ -97,6 +97,9 @@ class Method:
 def add_method_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ckpt", action="append", default=[], metavar="NAME=PATH",
                         help="a trained network to score (repeatable), e.g. locc=outputs/.../best.ckpt")
+    parser.add_argument("--frames", type=int, nargs="+", default=[1],
+                        help="test-time frames of each network row (a row per value; CollisionChecker(frames=F): "
+                             "the logit averaged over F fixed frames of each object, at F times the cost)")
     # Each (threshold, cap) is one CoACD pass over the objects: ~4 s per procedural object and up
     # to ~50 s per real one (28k faces) on a core, hence a 2 x 2 default grid and --coacd-workers.
     parser.add_argument("--gjk-thresholds", type=float, nargs="*", default=[0.2, 0.05],
@@ -116,7 +119,11 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
 
 
 def method_grid(args: argparse.Namespace) -> list[Method]:
-    methods = [Method(f"net:{spec.split('=', 1)[0]}") for spec in args.ckpt]
+    if any(f < 1 for f in args.frames):
+        raise SystemExit(f"--frames: expected counts >= 1, got {args.frames}")
+    # frames 1 keeps the parameterless row name, so earlier records resume
+    methods = [Method(f"net:{spec.split('=', 1)[0]}", (("frames", f),) if f > 1 else ())
+               for spec in args.ckpt for f in args.frames]
     methods += [Method("ucf_gjk", (("t", t), ("pieces", p), ("iters", i)))
                 for t in args.gjk_thresholds for p in args.gjk_pieces for i in args.gjk_iterations]
     methods += [Method("is_cd", (("points", n),)) for n in args.iscd_points]
@@ -161,7 +168,7 @@ class CheckerFactory:
         """The checker of `method`, valid for queries among object `ids` (UCF-GJK decomposes only those)."""
         params = dict(method.params)
         if method.family.startswith("net:"):
-            return self._net(method.family[4:])
+            return self._net(method.family[4:], params.get("frames", 1))
         if method.family == "ucf_gjk":
             from contactnet.baselines import UcfGjk
 
@@ -187,29 +194,51 @@ class CheckerFactory:
             return lambda a, b, pa, pb: mesh_collide(lib, a, b, pa, pb)
         raise ValueError(f"method: unknown family {method.family!r}")
 
-    def _net(self, name: str):
+    def _net(self, name: str, frames: int = 1):
+        """The network's checker: colliding where its mean logit over the frames is >= 0 (p >= 0.5)."""
+        logits = self.net_logits(name, frames)
+        return lambda a, b, pa, pb: logits(a, b, pa, pb) >= 0
+
+    def net_logits(self, name: str, frames: int = 1):
+        """(ids_a, ids_b, poses_a, poses_b) -> (Q,) logits of the network `name`, each the mean over
+        the objects' first `frames` test-time frames (`frame_quaternions`), as
+        `CollisionChecker(frames=...)` computes them."""
         from contactnet.models import load_model
 
         if name not in self._nets:
-            net = load_model(self.ckpts[name], map_location=self.device)
-            o = self.objects
-            as_t = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.float32, device=self.device)  # noqa: E731
-            with torch.no_grad():  # embeddings once per object, as a simulator would cache them
-                parts = [net.encode(as_t(o.points[s:s + 64]), as_t(o.normals[s:s + 64]), as_t(o.aabb[s:s + 64]))
-                         for s in range(0, len(o), 64)]
-            table = type(parts[0])(*(torch.cat(x) for x in zip(*parts)))
-            self._nets[name] = (net, table)
-        net, table = self._nets[name]
+            self._nets[name] = (load_model(self.ckpts[name], map_location=self.device), [])
+        net, tables = self._nets[name]
+        quaternions = frame_quaternions(frames)
+        while len(tables) < frames:  # embeddings once per object and frame, as a simulator would cache them
+            tables.append(self._frame_table(net, quaternions[len(tables)] if tables else None))
+        used = tables[:frames]
 
         @torch.no_grad()
-        def predict(a, b, pa, pb):
-            out = torch.empty(len(a), dtype=torch.bool, device=pa.device)
+        def logits(a, b, pa, pb):
+            out = torch.empty(len(a), device=pa.device)
             for s in range(0, len(a), NET_CHUNK):
                 e = slice(s, s + NET_CHUNK)
-                out[e] = net.predict_indexed(table, a[e], b[e], pa[e], pb[e]) >= 0  # logit >= 0: p >= 0.5
+                total = 0.0
+                for table, inverse in used:
+                    qa, qb = (pa[e], pb[e]) if inverse is None else \
+                        (compose_poses(pa[e], inverse[a[e]]), compose_poses(pb[e], inverse[b[e]]))
+                    total = total + net.predict_indexed(table, a[e], b[e], qa, qb)
+                out[e] = total / len(used)
             return out
 
-        return predict
+        return logits
+
+    def _frame_table(self, net, q: torch.Tensor | None):
+        """(embeddings of every object, (N, 7) inverse poses or None) in the frame q (None: their own)."""
+        o = self.objects
+        as_t = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.float32, device=self.device)  # noqa: E731
+        points, normals, aabb, inverse = as_t(o.points), as_t(o.normals), as_t(o.aabb), None
+        if q is not None:
+            turned = [reframe_object(points[i], normals[i], as_t(o.vertices[i]), q.to(points)) for i in range(len(o))]
+            points, normals, aabb, inverse = (torch.stack(t) for t in zip(*turned))
+        with torch.no_grad():
+            parts = [net.encode(points[s:s + 64], normals[s:s + 64], aabb[s:s + 64]) for s in range(0, len(o), 64)]
+        return type(parts[0])(*(torch.cat(x) for x in zip(*parts))), inverse
 
     def _convex_pieces(self, threshold: float, max_pieces: int, ids: list[int]):
         from contactnet.baselines import DecompositionSpec, object_set_pieces

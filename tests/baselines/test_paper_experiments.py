@@ -66,3 +66,30 @@ def test_split_pairs_subsets(tiny_data):
     assert len(few) == 5 and torch.isin(few.poses_a[:, 0], every.poses_a[:, 0]).all()
     with pytest.raises(FileNotFoundError, match="split"):
         paper_common.load_split_pairs(root, "no_such_split", None, None, 0)
+
+
+def test_network_rows_average_over_frames_as_the_checker_does(tiny_data, random_locc):
+    """--frames F scores a network by the logit CollisionChecker(frames=F) computes, on the object
+    set's own clouds."""
+    from contactnet.data.objects import load_object_set
+    from contactnet.geometry import Mesh
+    from contactnet.models import load_model
+    from contactnet.planning import CollisionChecker, CollisionWorld
+
+    root = tiny_data / "procedural_tiny"
+    objects = load_object_set(root / "objects")
+    args = paper_fig6.parse_args(["--data-root", str(root), "--ckpt", f"locc={random_locc}", "--device", "cpu",
+                                  "--frames", "1", "3"])
+    assert [m.label for m in paper_common.method_grid(args) if m.family.startswith("net:")] == \
+        ["net:locc", "net:locc frames=3"]
+    factory = paper_common.CheckerFactory(objects, args, "cpu", progress=False)
+    world = CollisionWorld(num_points=len(objects.points[0]))
+    for i in range(len(objects)):
+        world._register(objects.names[i], Mesh(objects.vertices[i], objects.faces[i]),
+                        samples=(objects.points[i], objects.normals[i]))
+    pairs = paper_common.load_split_pairs(root, "test_unknown", 64, None, 0)
+    queries = (pairs.ids_a, pairs.ids_b, pairs.poses_a, pairs.poses_b)
+    net = load_model(str(random_locc))
+    for frames in (1, 3):
+        want = CollisionChecker(world, "locc", net, frames=frames).pairwise(*queries).logit
+        torch.testing.assert_close(factory.net_logits("locc", frames)(*queries), want, atol=1e-4, rtol=1e-4)
