@@ -219,17 +219,18 @@ class CheckerFactory:
             for s in range(0, len(a), NET_CHUNK):
                 e = slice(s, s + NET_CHUNK)
                 total = 0.0
-                for table, inverse in used:
+                for table, projection, inverse in used:
                     qa, qb = (pa[e], pb[e]) if inverse is None else \
                         (compose_poses(pa[e], inverse[a[e]]), compose_poses(pb[e], inverse[b[e]]))
-                    total = total + net.predict_indexed(table, a[e], b[e], qa, qb)
+                    total = total + net.predict_indexed(table, a[e], b[e], qa, qb, projection=projection)
                 out[e] = total / len(used)
             return out
 
         return logits
 
     def _frame_table(self, net, q: torch.Tensor | None):
-        """(embeddings of every object, (N, 7) inverse poses or None) in the frame q (None: their own)."""
+        """(embeddings of every object, their `project_table`, (N, 7) inverse poses or None) in the
+        frame q (None: their own)."""
         o = self.objects
         as_t = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.float32, device=self.device)  # noqa: E731
         points, normals, aabb, inverse = as_t(o.points), as_t(o.normals), as_t(o.aabb), None
@@ -238,7 +239,8 @@ class CheckerFactory:
             points, normals, aabb, inverse = (torch.stack(t) for t in zip(*turned))
         with torch.no_grad():
             parts = [net.encode(points[s:s + 64], normals[s:s + 64], aabb[s:s + 64]) for s in range(0, len(o), 64)]
-        return type(parts[0])(*(torch.cat(x) for x in zip(*parts))), inverse
+            table = type(parts[0])(*(torch.cat(x) for x in zip(*parts)))
+            return table, net.project_table(table), inverse
 
     def _convex_pieces(self, threshold: float, max_pieces: int, ids: list[int]):
         from contactnet.baselines import DecompositionSpec, object_set_pieces

@@ -10,6 +10,7 @@ Logit > 0 means "colliding".
 """
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,18 @@ from contactnet.models.geometry import grid_coordinates, local_crop, point_coord
 
 
 CROSS_CHUNK = 2048  # queries per slice of the indexed co-occupancy term
+
+
+class TableProjection(NamedTuple):
+    """What `LOCC.predict_indexed` derives from a whole embedding table before it reads its
+    queries' rows (`LOCC.project_table`). It costs a pass over every cell of every object in the
+    table whatever the batch, so a caller that sends many batches against one table (the
+    collision checker) computes it once and passes it along."""
+
+    rows: torch.Tensor  # (N·M³, F) the table's cells as rows
+    queries: torch.Tensor | None  # (N, M³, D) co-occupancy queries of the cells (None: no such term)
+    keys: torch.Tensor | None  # (N, D, M, M, M) co-occupancy key grids
+    point_queries: torch.Tensor | None  # (N, K, D) queries at the encoded points (cross sites "points")
 
 
 def _mlp(cin: int, hidden: int, outputs: int = 1) -> nn.Sequential:
@@ -44,6 +57,11 @@ class CollisionNet(nn.Module):
 
     def forward(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):
         return self.predict(emb_a, emb_b, pose_a, pose_b)
+
+    def project_table(self, table: ShapeEmbedding) -> TableProjection | None:
+        """What `predict_indexed(..., projection=...)` can reuse across batches against `table`
+        (None: nothing)."""
+        return None
 
 
 class LOCC(CollisionNet):
@@ -226,13 +244,31 @@ class LOCC(CollisionNet):
                                                                    (emb_b, emb_a, pose_b, pose_a, w_b > 0)))
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance)
 
+    def project_table(self, table: ShapeEmbedding) -> TableProjection:
+        """The table's projections that `predict_indexed` reads, for every batch against `table`
+        (the query / key maps are applied once per embedding, not per query)."""
+        m = self.encoder.grid
+        rows = self._rows(table.features)
+        if not self.cross_features:
+            return TableProjection(rows, None, None, None)
+        queries = self.query(rows).view(-1, m**3, self.cross_features)
+        keys = self.key(rows).view(-1, m, m, m, self.cross_features).permute(0, 4, 1, 2, 3)
+        points = self._point_queries(table) if "points" in self._kinds else None
+        return TableProjection(rows, queries, keys, points)
+
     def predict_indexed(self, table: ShapeEmbedding, ids_a: torch.Tensor, ids_b: torch.Tensor,
-                        pose_a: torch.Tensor, pose_b: torch.Tensor, with_distance: bool = False):
+                        pose_a: torch.Tensor, pose_b: torch.Tensor, with_distance: bool = False,
+                        projection: TableProjection | None = None):
+        """Logits of queries (ids_a, ids_b, poses) against an embedding table. projection:
+        `project_table(table)`, computed here when not given; pass it when sending many batches
+        against one table, since computing it costs a pass over the whole table."""
         # Masked mean pooling as an embedding bag over the table's cells: (N·C, F) rows, each
         # query summing its kept cells with their weights — no per-query copy of an embedding.
         m = self.encoder.grid
         cells = m**3
-        rows = self._rows(table.features)
+        if projection is None:
+            projection = self.project_table(table)
+        rows = projection.rows
         offsets = torch.arange(cells, device=ids_a.device)
         w_a, where_a, frac_a = local_crop(table.aabb[ids_a], m, pose_a, pose_b, table.aabb[ids_b])
         w_b, where_b, frac_b = local_crop(table.aabb[ids_b], m, pose_b, pose_a, table.aabb[ids_a])
@@ -240,14 +276,12 @@ class LOCC(CollisionNet):
         crop_b = F.embedding_bag(ids_b[:, None] * cells + offsets, rows, per_sample_weights=w_b.to(rows.dtype), mode="sum")
         cross = ()
         if self.cross_features:
-            # Projected once per call (the table's N·C rows); each query gathers its other's grid.
-            queries = self.query(rows).view(-1, cells, self.cross_features)
-            keys = self.key(rows).view(-1, m, m, m, self.cross_features).permute(0, 4, 1, 2, 3)
+            # Projected once per table (`projection`); each query gathers its other's grid.
+            queries, keys, point_queries = projection.queries, projection.keys, projection.point_queries
             # Each query copies its other's grid (D·M³ numbers): slices of CROSS_CHUNK queries bound
             # that memory whatever the caller's batch (a fixed number of slices for a given batch).
             sides = ((ids_a, ids_b, pose_a, pose_b, w_a > 0), (ids_b, ids_a, pose_b, pose_a, w_b > 0))
             occupancy = self._occupancy(table, "table")
-            point_queries = self._point_queries(table) if "points" in self._kinds else None  # once per table
 
             def one_slice(kind, e, i_own, i_other, p_own, p_other, keep):
                 count = self._count(kind)
@@ -277,7 +311,7 @@ class GlobalOCN(CollisionNet):
         self.head = _mlp(2 * encoder.features + 12 + 6, head_hidden)
 
     def predict_indexed(self, table: ShapeEmbedding, ids_a: torch.Tensor, ids_b: torch.Tensor,
-                        pose_a: torch.Tensor, pose_b: torch.Tensor) -> torch.Tensor:
+                        pose_a: torch.Tensor, pose_b: torch.Tensor, projection: None = None) -> torch.Tensor:
         pooled = ShapeEmbedding(table.features.flatten(-3).mean(-1, keepdim=True)[..., None, None], table.aabb)
         return self.predict(ShapeEmbedding(pooled.features[ids_a], table.aabb[ids_a]),
                             ShapeEmbedding(pooled.features[ids_b], table.aabb[ids_b]), pose_a, pose_b)

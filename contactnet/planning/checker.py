@@ -139,7 +139,9 @@ class CollisionChecker(nn.Module):
                                  f"got {type(model).__name__}")
             self.model = model.to(world.device).eval().requires_grad_(False)
         self._table: ShapeEmbedding | None = None
-        self._turned: list[tuple[ShapeEmbedding, torch.Tensor]] = []  # frames 2..F: (table, inverse poses (N, 7))
+        self._projection = None  # the model's project_table(self._table): reused by every batch
+        # frames 2..F: (table, its projection, inverse poses (N, 7))
+        self._turned: list[tuple[ShapeEmbedding, object, torch.Tensor]] = []
         self._table_version = -1
 
     @classmethod
@@ -170,6 +172,7 @@ class CollisionChecker(nn.Module):
             dtype = next(self.model.parameters()).dtype
             points, normals, aabb = (t.to(dtype) for t in (w.points, w.normals, w.aabb))
             self._table = self._encode(points, normals, aabb)
+            self._projection = self._project(self._table)
             self._turned = [self._turned_table(q.to(dtype)) for q in self.frame_quaternions[1:]]
             self._table_version = w.version
         return self._table
@@ -181,14 +184,21 @@ class CollisionChecker(nn.Module):
         return ShapeEmbedding(torch.cat([p.features for p in parts]), aabb.clone(),
                               torch.cat([p.occupancy for p in parts]), points.clone())
 
-    def _turned_table(self, q: torch.Tensor) -> tuple[ShapeEmbedding, torch.Tensor]:
-        """Every world mesh encoded in the frame q (`reframe_object`), and the (N, 7) inverse
-        poses that move a query's poses into it."""
+    def _project(self, table: ShapeEmbedding):
+        """The model's per-table projections (`project_table`): a pass over every cell of every
+        mesh, done once per table instead of once per batch."""
+        with torch.no_grad():
+            return self.model.project_table(table)
+
+    def _turned_table(self, q: torch.Tensor) -> tuple[ShapeEmbedding, object, torch.Tensor]:
+        """Every world mesh encoded in the frame q (`reframe_object`), its projection, and the
+        (N, 7) inverse poses that move a query's poses into it."""
         w, dtype = self.world, q.dtype
         turned = [reframe_object(p.to(dtype), n.to(dtype), m.vertices.to(w.device, dtype), q)
                   for p, n, m in zip(w.points, w.normals, w.meshes)]
         points, normals, aabb, inverse = (torch.stack(t) for t in zip(*turned))
-        return self._encode(points, normals, aabb), inverse
+        table = self._encode(points, normals, aabb)
+        return table, self._project(table), inverse
 
     # ---- argument handling --------------------------------------------------------------------
     def _poses(self, poses, arg: str, shape: torch.Size | None = None) -> torch.Tensor:
@@ -240,15 +250,16 @@ class CollisionChecker(nn.Module):
         table = self.embeddings()
         dtype = table.features.dtype
         poses_a, poses_b = poses_a.to(dtype), poses_b.to(dtype)
-        total = self._frame_logits(table, ids_a, ids_b, poses_a, poses_b)
-        for turned, inverse in self._turned:
-            total = total + self._frame_logits(turned, ids_a, ids_b, compose_poses(poses_a, inverse[ids_a]),
+        total = self._frame_logits(table, self._projection, ids_a, ids_b, poses_a, poses_b)
+        for turned, projection, inverse in self._turned:
+            total = total + self._frame_logits(turned, projection, ids_a, ids_b, compose_poses(poses_a, inverse[ids_a]),
                                                compose_poses(poses_b, inverse[ids_b]))
         return total / (1 + len(self._turned))
 
-    def _frame_logits(self, table, ids_a, ids_b, poses_a, poses_b) -> torch.Tensor:
+    def _frame_logits(self, table, projection, ids_a, ids_b, poses_a, poses_b) -> torch.Tensor:
         outs = [self.model.predict_indexed(table, ids_a[s:s + self.chunk], ids_b[s:s + self.chunk],
-                                           poses_a[s:s + self.chunk], poses_b[s:s + self.chunk])
+                                           poses_a[s:s + self.chunk], poses_b[s:s + self.chunk],
+                                           projection=projection)
                 for s in range(0, ids_a.shape[0], self.chunk)]
         return outs[0] if len(outs) == 1 else torch.cat(outs)
 

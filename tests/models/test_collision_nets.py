@@ -113,6 +113,12 @@ def test_indexed_prediction_equals_broadcast_prediction(cls, monkeypatch):
     pa, pb = _poses((40,), 8, spread=0.03), _poses((40,), 9, spread=0.03)
     gathered = net.predict(_rows(table, ids_a), _rows(table, ids_b), pa, pb)
     torch.testing.assert_close(net.predict_indexed(table, ids_a, ids_b, pa, pb), gathered, atol=1e-5, rtol=1e-5)
+    # The table's projection, computed once and passed to every batch, gives the same logits.
+    projection = net.project_table(table)
+    assert (projection is None) == (cls is GlobalOCN)
+    for s in (slice(0, 13), slice(13, 40)):
+        torch.testing.assert_close(net.predict_indexed(table, ids_a[s], ids_b[s], pa[s], pb[s], projection=projection),
+                                   gathered[s], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("cls", NETS)
