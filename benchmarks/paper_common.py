@@ -22,7 +22,8 @@ from benchmarks.common import best_time, machine_info
 from contactnet.data.dataset import read_shard
 from contactnet.data.objects import ObjectSet
 from contactnet.data.storage import write_json_atomic
-from contactnet.geometry import Mesh, MeshLibrary, compose_poses, frame_quaternions, reframe_object
+from contactnet.geometry import Mesh, MeshLibrary, frame_quaternions
+from contactnet.models.frame_tables import frame_logits, frame_tables
 from contactnet.training.metrics import collision_report
 
 NET_CHUNK = 16384  # queries per network forward pass
@@ -154,6 +155,7 @@ class CheckerFactory:
         self.args, self.device, self.progress = args, device, progress
         self.ckpts = checkpoints(args)
         self._nets: dict[str, object] = {}
+        self._tables: dict[str, list] = {}  # net -> its FrameTables, one per frame
         self._pieces: dict = {}
         self._tris = None
         self._lib = None
@@ -201,46 +203,21 @@ class CheckerFactory:
 
     def net_logits(self, name: str, frames: int = 1):
         """(ids_a, ids_b, poses_a, poses_b) -> (Q,) logits of the network `name`, each the mean over
-        the objects' first `frames` test-time frames (`frame_quaternions`), as
-        `CollisionChecker(frames=...)` computes them."""
+        the objects' first `frames` test-time frames, as `CollisionChecker(frames=...)` computes them."""
         from contactnet.models import load_model
 
         if name not in self._nets:
-            self._nets[name] = (load_model(self.ckpts[name], map_location=self.device), [])
-        net, tables = self._nets[name]
-        quaternions = frame_quaternions(frames)
-        while len(tables) < frames:  # embeddings once per object and frame, as a simulator would cache them
-            tables.append(self._frame_table(net, quaternions[len(tables)] if tables else None))
-        used = tables[:frames]
-
-        @torch.no_grad()
-        def logits(a, b, pa, pb):
-            out = torch.empty(len(a), device=pa.device)
-            for s in range(0, len(a), NET_CHUNK):
-                e = slice(s, s + NET_CHUNK)
-                total = 0.0
-                for table, projection, inverse in used:
-                    qa, qb = (pa[e], pb[e]) if inverse is None else \
-                        (compose_poses(pa[e], inverse[a[e]]), compose_poses(pb[e], inverse[b[e]]))
-                    total = total + net.predict_indexed(table, a[e], b[e], qa, qb, projection=projection)
-                out[e] = total / len(used)
-            return out
-
-        return logits
-
-    def _frame_table(self, net, q: torch.Tensor | None):
-        """(embeddings of every object, their `project_table`, (N, 7) inverse poses or None) in the
-        frame q (None: their own)."""
-        o = self.objects
-        as_t = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.float32, device=self.device)  # noqa: E731
-        points, normals, aabb, inverse = as_t(o.points), as_t(o.normals), as_t(o.aabb), None
-        if q is not None:
-            turned = [reframe_object(points[i], normals[i], as_t(o.vertices[i]), q.to(points)) for i in range(len(o))]
-            points, normals, aabb, inverse = (torch.stack(t) for t in zip(*turned))
-        with torch.no_grad():
-            parts = [net.encode(points[s:s + 64], normals[s:s + 64], aabb[s:s + 64]) for s in range(0, len(o), 64)]
-            table = type(parts[0])(*(torch.cat(x) for x in zip(*parts)))
-            return table, net.project_table(table), inverse
+            self._nets[name] = load_model(self.ckpts[name], map_location=self.device)
+        net = self._nets[name]
+        # Embeddings cached, as a simulator would; F frames are the first F of any larger count
+        # (`frame_quaternions`), so the largest count built so far serves every smaller one.
+        if len(self._tables.get(name, ())) < frames:
+            o = self.objects
+            as_t = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.float32, device=self.device)  # noqa: E731
+            self._tables[name] = frame_tables(net, as_t(o.points), as_t(o.normals), as_t(o.aabb),
+                                              [as_t(v) for v in o.vertices], frame_quaternions(frames))
+        tables = self._tables[name][:frames]
+        return torch.no_grad()(lambda a, b, pa, pb: frame_logits(net, tables, a, b, pa, pb, NET_CHUNK))
 
     def _convex_pieces(self, threshold: float, max_pieces: int, ids: list[int]):
         from contactnet.baselines import DecompositionSpec, object_set_pieces

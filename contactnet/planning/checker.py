@@ -41,10 +41,10 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from contactnet.geometry.frames import frame_quaternions, reframe_object
-from contactnet.geometry.poses import compose_poses
+from contactnet.geometry.frames import frame_quaternions
 from contactnet.models.collision_nets import LOCC, CollisionNet, GlobalOCN
 from contactnet.models.encoder import ShapeEmbedding
+from contactnet.models.frame_tables import FrameTable, frame_logits, frame_tables
 from contactnet.planning.cost import collision_cost, learned_collision_cost
 from contactnet.planning.exact import exact_signed_distance
 from contactnet.planning.grid_probe import grid_distances
@@ -138,10 +138,7 @@ class CollisionChecker(nn.Module):
                 raise ValueError(f"model: backend {backend!r} needs a {' or '.join(e.__name__ for e in expected)}, "
                                  f"got {type(model).__name__}")
             self.model = model.to(world.device).eval().requires_grad_(False)
-        self._table: ShapeEmbedding | None = None
-        self._projection = None  # the model's project_table(self._table): reused by every batch
-        # frames 2..F: (table, its projection, inverse poses (N, 7))
-        self._turned: list[tuple[ShapeEmbedding, object, torch.Tensor]] = []
+        self._tables: list[FrameTable] = []  # one per frame, the meshes' own first
         self._table_version = -1
 
     @classmethod
@@ -171,34 +168,11 @@ class CollisionChecker(nn.Module):
             # The world keeps its samples in float32; a float64 model (gradcheck) encodes them in float64.
             dtype = next(self.model.parameters()).dtype
             points, normals, aabb = (t.to(dtype) for t in (w.points, w.normals, w.aabb))
-            self._table = self._encode(points, normals, aabb)
-            self._projection = self._project(self._table)
-            self._turned = [self._turned_table(q.to(dtype)) for q in self.frame_quaternions[1:]]
+            vertices = [m.vertices.to(w.device, dtype) for m in w.meshes]
+            # Encoded and projected (`project_table`) once per mesh set, not once per batch.
+            self._tables = frame_tables(self.model, points, normals, aabb, vertices, self.frame_quaternions)
             self._table_version = w.version
-        return self._table
-
-    def _encode(self, points, normals, aabb) -> ShapeEmbedding:
-        with torch.no_grad():
-            parts = [self.model.encode(points[i:i + 64], normals[i:i + 64], aabb[i:i + 64])
-                     for i in range(0, points.shape[0], 64)]
-        return ShapeEmbedding(torch.cat([p.features for p in parts]), aabb.clone(),
-                              torch.cat([p.occupancy for p in parts]), points.clone())
-
-    def _project(self, table: ShapeEmbedding):
-        """The model's per-table projections (`project_table`): a pass over every cell of every
-        mesh, done once per table instead of once per batch."""
-        with torch.no_grad():
-            return self.model.project_table(table)
-
-    def _turned_table(self, q: torch.Tensor) -> tuple[ShapeEmbedding, object, torch.Tensor]:
-        """Every world mesh encoded in the frame q (`reframe_object`), its projection, and the
-        (N, 7) inverse poses that move a query's poses into it."""
-        w, dtype = self.world, q.dtype
-        turned = [reframe_object(p.to(dtype), n.to(dtype), m.vertices.to(w.device, dtype), q)
-                  for p, n, m in zip(w.points, w.normals, w.meshes)]
-        points, normals, aabb, inverse = (torch.stack(t) for t in zip(*turned))
-        table = self._encode(points, normals, aabb)
-        return table, self._project(table), inverse
+        return self._tables[0].table
 
     # ---- argument handling --------------------------------------------------------------------
     def _poses(self, poses, arg: str, shape: torch.Size | None = None) -> torch.Tensor:
@@ -247,21 +221,8 @@ class CollisionChecker(nn.Module):
 
     def _logits(self, ids_a, ids_b, poses_a, poses_b) -> torch.Tensor:
         """Flat (Q,) logits in chunks of `self.chunk` queries, averaged over the frames."""
-        table = self.embeddings()
-        dtype = table.features.dtype
-        poses_a, poses_b = poses_a.to(dtype), poses_b.to(dtype)
-        total = self._frame_logits(table, self._projection, ids_a, ids_b, poses_a, poses_b)
-        for turned, projection, inverse in self._turned:
-            total = total + self._frame_logits(turned, projection, ids_a, ids_b, compose_poses(poses_a, inverse[ids_a]),
-                                               compose_poses(poses_b, inverse[ids_b]))
-        return total / (1 + len(self._turned))
-
-    def _frame_logits(self, table, projection, ids_a, ids_b, poses_a, poses_b) -> torch.Tensor:
-        outs = [self.model.predict_indexed(table, ids_a[s:s + self.chunk], ids_b[s:s + self.chunk],
-                                           poses_a[s:s + self.chunk], poses_b[s:s + self.chunk],
-                                           projection=projection)
-                for s in range(0, ids_a.shape[0], self.chunk)]
-        return outs[0] if len(outs) == 1 else torch.cat(outs)
+        dtype = self.embeddings().features.dtype
+        return frame_logits(self.model, self._tables, ids_a, ids_b, poses_a.to(dtype), poses_b.to(dtype), self.chunk)
 
     def _signed(self, ids_a, ids_b, poses_a, poses_b, upper_bound=None):
         w = self.world
