@@ -3,7 +3,7 @@ training objects, tested on unknown objects; balanced accuracy on the uniform (t
 boundary (within 1 cm of contact) unknown splits, the paper's figures beside.
 
     python -m benchmarks.paper_table1                     # paper scale (GPU): 0.1 M training samples per row
-    python -m benchmarks.paper_table1 --cpu               # CPU scale: 192 pairs x 200 poses per row, 2 epochs
+    python -m benchmarks.paper_table1 --cpu               # CPU scale: 192 pairs x 200 poses per row, 6 epochs
     python -m benchmarks.paper_table1 --quick             # smoke run: procedural_tiny, 2 / 4 objects, 1 epoch
 
 Every row has the same number of training samples (object pairs x poses): only the number of
@@ -50,7 +50,7 @@ PAIRS_PER_SHARD = 64
 MODES = {
     "paper": dict(data="procedural_medium", counts=PAPER_COUNTS, train_pairs=1000, poses_per_pair=100, epochs=20,
                   eval_pairs=64, overrides=()),
-    "cpu": dict(data="procedural_medium", counts=PAPER_COUNTS, train_pairs=192, poses_per_pair=200, epochs=2,
+    "cpu": dict(data="procedural_medium", counts=PAPER_COUNTS, train_pairs=192, poses_per_pair=200, epochs=6,
                 eval_pairs=16, overrides=()),
     "quick": dict(data="procedural_tiny", counts=(2, 4), train_pairs=8, poses_per_pair=16, epochs=1, eval_pairs=2,
                   overrides=("model.net.encoder.hidden=16", "model.net.encoder.features=8",

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from contactnet.models.encoder import ShapeEmbedding, ShapeEncoder
-from contactnet.models.geometry import grid_coordinates, local_crop, point_coordinates, relative_pose_features
+from contactnet.models.geometry import box_placement_features, grid_coordinates, local_crop, point_coordinates, relative_pose_features
 
 
 CROSS_CHUNK = 2048  # queries per slice of the indexed co-occupancy term
@@ -304,7 +304,8 @@ class LOCC(CollisionNet):
 
 class GlobalOCN(CollisionNet):
     """Global-OCN (the LOCC paper's SceneCollisionNet-style baseline): each embedding is averaged
-    over all cells; an MLP reads both with the relative pose and both boxes' sizes."""
+    over all cells; an MLP reads both with the boxes' relative placement (centre offset in A's
+    frame and rotation) and sizes, lengths in units of the pair's mean box diagonal."""
 
     def __init__(self, encoder: ShapeEncoder, head_hidden: int = 256):
         super().__init__(encoder)
@@ -319,10 +320,9 @@ class GlobalOCN(CollisionNet):
     def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):
         ga = emb_a.features.flatten(-3).mean(-1)
         gb = emb_b.features.flatten(-3).mean(-1)
-        size_a = emb_a.aabb[..., 1, :] - emb_a.aabb[..., 0, :]
-        size_b = emb_b.aabb[..., 1, :] - emb_b.aabb[..., 0, :]
-        rel = relative_pose_features(pose_a, pose_b)
-        shape = rel.shape[:-1]
-        x = torch.cat([ga.expand(*shape, -1), gb.expand(*shape, -1), rel, size_a.expand(*shape, -1),
-                       size_b.expand(*shape, -1)], -1)
+        # Raw metres (a few cm) would leave the MLP's inputs, and so its logits, nearly constant at
+        # initialisation; Adam then needed thousands of steps to leave chance.
+        placement = box_placement_features(emb_a.aabb, emb_b.aabb, pose_a, pose_b)
+        shape = placement.shape[:-1]
+        x = torch.cat([ga.expand(*shape, -1), gb.expand(*shape, -1), placement], -1)
         return self.head(x).squeeze(-1)

@@ -1,4 +1,4 @@
-"""Pose algebra shared by the collision heads: relative poses and cell-box selection."""
+"""Pose algebra shared by the collision heads: relative poses, box placement and cell-box selection."""
 
 import torch
 
@@ -11,6 +11,23 @@ def relative_pose_features(pose_a: torch.Tensor, pose_b: torch.Tensor) -> torch.
     relative pose, so any rigid motion applied to both leaves it unchanged."""
     rel = compose_poses(invert_poses(pose_a), pose_b)
     return torch.cat([rel[..., :3], quaternion_to_matrix(rel[..., 3:]).flatten(-2)], -1)
+
+
+def box_placement_features(aabb_a: torch.Tensor, aabb_b: torch.Tensor, pose_a: torch.Tensor,
+                           pose_b: torch.Tensor) -> torch.Tensor:
+    """(..., 18): the offset of B's box centre from A's in A's frame (3), B's rotation in A's frame
+    (9), and both box sizes (3 + 3), lengths in units of the pair's mean box diagonal. Unitless
+    and independent of where each object's frame origin sits in its box, so a network reading them
+    sees O(1) inputs whatever the objects' scale. aabb (..., 2, 3) per object, poses (..., 7);
+    leading dimensions broadcast."""
+    rel = relative_pose_features(pose_a, pose_b)
+    rotation = rel[..., 3:].unflatten(-1, (3, 3))
+    size_a, size_b = aabb_a[..., 1, :] - aabb_a[..., 0, :], aabb_b[..., 1, :] - aabb_b[..., 0, :]
+    offset = rel[..., :3] + torch.einsum("...ij,...j->...i", rotation, aabb_b.mean(-2)) - aabb_a.mean(-2)
+    scale = (0.5 * (size_a.norm(dim=-1) + size_b.norm(dim=-1))).clamp_min(1e-9)[..., None]
+    shape = rel.shape[:-1]
+    return torch.cat([offset / scale, rel[..., 3:], (size_a / scale).expand(*shape, 3),
+                      (size_b / scale).expand(*shape, 3)], -1)
 
 
 def cell_centres(aabb: torch.Tensor, grid: int) -> torch.Tensor:
