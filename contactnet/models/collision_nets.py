@@ -17,7 +17,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from contactnet.models.encoder import ShapeEmbedding, ShapeEncoder
-from contactnet.models.geometry import box_placement_features, grid_coordinates, local_crop, point_coordinates, relative_pose_features
+from contactnet.models.geometry import (
+    box_placement_features,
+    grid_coordinates,
+    local_crop,
+    point_coordinates,
+    relative_pose_features,
+)
 
 
 CROSS_CHUNK = 2048  # queries per slice of the indexed co-occupancy term
