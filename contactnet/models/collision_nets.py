@@ -327,7 +327,7 @@ class GlobalOCN(CollisionNet):
         ga = emb_a.features.flatten(-3).mean(-1)
         gb = emb_b.features.flatten(-3).mean(-1)
         # Raw metres (a few cm) would leave the MLP's inputs, and so its logits, nearly constant at
-        # initialisation; Adam then needed thousands of steps to leave chance.
+        # initialisation, and Adam had not left chance after hundreds of steps.
         placement = box_placement_features(emb_a.aabb, emb_b.aabb, pose_a, pose_b)
         shape = placement.shape[:-1]
         x = torch.cat([ga.expand(*shape, -1), gb.expand(*shape, -1), placement], -1)
