@@ -117,6 +117,9 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
                         help="CoACD decompositions, shared by every experiment (keyed by mesh and parameters)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per row (the best is kept)")
+    parser.add_argument("--timed-batch", type=int, default=0,
+                        help="time calls of at least this many queries (the pairs tiled), to fill a GPU; "
+                             "accuracy is still scored on the pairs once")
 
 
 def method_grid(args: argparse.Namespace) -> list[Method]:
@@ -238,11 +241,14 @@ class CheckerFactory:
         return index.to(self.device)
 
 
-def score(checker, pairs: Pairs, device: str, repeats: int) -> dict:
-    """collision_report of `checker` on `pairs` plus its speed on them."""
+def score(checker, pairs: Pairs, device: str, repeats: int, timed_batch: int = 0) -> dict:
+    """collision_report of `checker` on `pairs` plus its speed on them, timed on calls of the pairs
+    tiled to at least `timed_batch` queries."""
     args = [pairs.ids_a.to(device), pairs.ids_b.to(device), pairs.poses_a.to(device), pairs.poses_b.to(device)]
     pred = checker(*args)
-    seconds = best_time(lambda: checker(*args), repeats=repeats, warmup=0)
+    tiles = max(1, -(-timed_batch // len(pairs)))
+    timed = [a.repeat(tiles, *[1] * (a.dim() - 1)) for a in args] if tiles > 1 else args
+    seconds = best_time(lambda: checker(*timed), repeats=repeats, warmup=0) / tiles
     pred = pred.float().cpu()
     report = collision_report(pred, pairs.label, pairs.signed_distance)
     near = pairs.signed_distance.abs() < NEAR_CONTACT
@@ -259,7 +265,7 @@ def score(checker, pairs: Pairs, device: str, repeats: int) -> dict:
 # Options that decide which pairs, device or training a row means: a record made with other values
 # is not resumed (its rows would be silently mixed with these).
 IDENTITY = ("data_root", "split", "splits", "scales", "max_pairs", "max_objects", "poses_per_pair", "seed", "device",
-            "train_pairs", "eval_pairs", "epochs", "overrides")
+            "timed_batch", "train_pairs", "eval_pairs", "epochs", "overrides")
 
 
 class Record:

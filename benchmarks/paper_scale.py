@@ -94,7 +94,7 @@ def main(argv=None) -> Path:
         pairs = scaled_pairs(factory, object_ids, pair_spec, args.max_pairs, args.seed)
         ids = pairs.object_ids()
         for method in todo:
-            row = score(factory.build(method, ids), pairs, device, args.repeats)
+            row = score(factory.build(method, ids), pairs, device, args.repeats, args.timed_batch)
             record.add(f"scale {scale} | {method.label}", {"scale": scale, "method": method.label,
                                                            "family": method.family, "params": dict(method.params),
                                                            "device": device, **row})

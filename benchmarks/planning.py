@@ -282,9 +282,8 @@ def panda_sizes(args) -> list[tuple[int, int]]:
 
 def panda_rows(args, device, timed, gpu_only: bool = False) -> tuple[list[dict], list[dict], str]:
     """Panda speed rows, sphere accuracy rows and a note (module docstring); gpu_only leaves out the
-    python-fcl timing (a CPU peer), not the accuracy gap (fcl is its sphere oracle, untimed)."""
-    import fcl
-
+    python-fcl timing (a CPU peer), not the accuracy gap (fcl is its sphere oracle, untimed).
+    Without python-fcl the speed rows of our backends still run; its rows and the gap are left out."""
     from contactnet.data.robosuite_meshes import RobosuiteMeshError
     from contactnet.planning import Robot, RobotChecker
     from contactnet.planning.panda import PANDA_IGNORE, add_clutter, extract_panda, household_meshes
@@ -295,6 +294,10 @@ def panda_rows(args, device, timed, gpu_only: bool = False) -> tuple[list[dict],
         objects = household_meshes(cache=cache, download=False)
     except RobosuiteMeshError as error:
         return [], [], f"Panda rows skipped: {error}"
+    try:
+        import fcl
+    except ImportError:
+        fcl = None
     world = CollisionWorld(max_obstacles=8, device=device, num_points=1500)
     robot = Robot(urdf, world, ignore=PANDA_IGNORE)
     obstacle_names = add_clutter(world, objects)
@@ -308,7 +311,7 @@ def panda_rows(args, device, timed, gpu_only: bool = False) -> tuple[list[dict],
     lim = robot.joint_limits.float()
     n_links, n_obs = len(robot.body_names), len(obstacle_names)
     per_config = n_links * n_obs  # link queries per configuration
-    models = fcl_models(world)
+    models = fcl_models(world) if fcl else None
     slots = [world.obstacle(n)[1] for n in obstacle_names]
     rows = []
     for b, h in panda_sizes(args):
@@ -328,7 +331,7 @@ def panda_rows(args, device, timed, gpu_only: bool = False) -> tuple[list[dict],
                          "qps": k * per_config / seconds, "us_per_link_query": 1e6 * seconds / (k * per_config),
                          "grad_timed": kg * per_config, "grad_latency_ms": 1e3 * grad_seconds * b * h / kg,
                          "grad_us_per_link_query": 1e6 * grad_seconds / (kg * per_config)})
-        if gpu_only:
+        if gpu_only or not fcl:
             continue
         # python-fcl over the same (link, obstacle) pairs of the first configurations.
         k = max(1, min(b * h, FCL_MAX // per_config))
@@ -342,6 +345,8 @@ def panda_rows(args, device, timed, gpu_only: bool = False) -> tuple[list[dict],
                      "timed": len(ids_a), "latency_ms": 1e3 * seconds * b * h / k, "qps": len(ids_a) / seconds,
                      "us_per_link_query": 1e6 * seconds / len(ids_a)})
 
+    if not fcl:
+        return rows, [], "python-fcl rows and the sphere accuracy gap skipped: python-fcl is not installed"
     # Sphere accuracy: configurations within 5 cm of the clutter, exact verdicts as the truth.
     exact = RobotChecker(robot, checkers["exact"], self_collision=False)
     cand = (lim[:, 0] + torch.rand(args.panda_accuracy * 8, robot.dof, generator=g) * (lim[:, 1] - lim[:, 0]))
@@ -486,6 +491,7 @@ def main() -> None:
 def print_panda(rows, accuracy, note, device) -> None:
     if note:
         print(f"\n{note}")
+    if not rows:
         return
     print(f"\nPanda links vs household clutter on {device}: cost of batch x horizon configurations, one link "
           f"query = one (link, obstacle) pair; latency of the whole batch, extrapolated where timed < "
@@ -493,6 +499,8 @@ def print_panda(rows, accuracy, note, device) -> None:
           f"{FCL_MAX}, same pairs); + joint-space gradient (robot_cost, timed on at most {GRAD_MAX})")
     print_table(rows, ["backend", "configs", "link_queries", "timed", "latency_ms", "qps", "us_per_link_query",
                        "grad_timed", "grad_latency_ms", "grad_us_per_link_query"])
+    if not accuracy:
+        return
     print("\nsphere-approximated Panda vs the exact meshes, configurations within 5 cm of the clutter")
     print_table(accuracy, ["spheres_per_link", "inflate_m", "configs", "colliding", "false_collisions",
                            "missed_collisions", "false_rate", "miss_rate"])

@@ -43,12 +43,12 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
 
 def load_model(path: str | Path, map_location: str | torch.device = "cpu") -> CollisionNet:
-    """The trained network of a training checkpoint, in eval mode."""
+    """The trained network of a training checkpoint, in eval mode, on `map_location`."""
     checkpoint = read_checkpoint(path, map_location)
     config = checkpoint.get("contactnet_net_config")
     if not isinstance(config, dict):
         raise ValueError(f"path: {path} is not a contactnet training checkpoint (no network config)")
     net = build_net(config)
     state = {k.removeprefix("net."): v for k, v in checkpoint["state_dict"].items() if k.startswith("net.")}
-    net.load_state_dict(state)
-    return net.eval()
+    net.load_state_dict(state)  # copies into the new net's CPU parameters: move them after
+    return net.to(map_location).eval()

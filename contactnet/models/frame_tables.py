@@ -48,7 +48,7 @@ def frame_tables(net: CollisionNet, points: torch.Tensor, normals: torch.Tensor,
     for i, q in enumerate(quaternions):
         inverse = None
         if i:
-            turned = [reframe_object(p, n, v, q.to(points.dtype)) for p, n, v in zip(points, normals, vertices)]
+            turned = [reframe_object(p, n, v, q.to(points)) for p, n, v in zip(points, normals, vertices)]
             p, n, box, inverse = (torch.stack(t) for t in zip(*turned))
         else:
             p, n, box = points, normals, aabb

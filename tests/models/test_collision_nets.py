@@ -488,3 +488,23 @@ def test_global_ocn_learns_box_overlap_at_centimetre_scale():
     tpr = float(predicted[labels == 1].float().mean())
     tnr = float((~predicted[labels == 0]).float().mean())
     assert 0.5 * (tpr + tnr) > 0.9, (tpr, tnr)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_frame_tables_on_cuda_take_frame_quaternions_as_made():
+    """`frame_quaternions` is made on the CPU; tables of CUDA objects must still build, and agree."""
+    from contactnet.geometry.frames import frame_quaternions
+    from contactnet.models.frame_tables import frame_logits, frame_tables
+
+    torch.manual_seed(0)
+    net = _small_net(LOCC).eval()
+    points, normals = _clouds(3)
+    aabb = torch.stack([points.amin(1), points.amax(1)], 1)
+    ids, poses = torch.tensor([0, 1, 2]), _poses((3,), 1)
+    out = {}
+    for device in ("cpu", "cuda"):
+        at = lambda x: x.to(device)  # noqa: E731
+        tables = frame_tables(net.to(device), at(points), at(normals), at(aabb), list(at(points)), frame_quaternions(3))
+        out[device] = frame_logits(net, tables, at(ids), at(ids.roll(1)), at(poses), at(poses.roll(1, 0)), 64)
+    torch.testing.assert_close(out["cuda"].cpu(), out["cpu"], atol=1e-4, rtol=1e-4)

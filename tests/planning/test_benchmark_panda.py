@@ -32,3 +32,13 @@ def test_accuracy_gap_is_printed(capsys):
     out = capsys.readouterr().out
     assert "sphere-approximated Panda vs the exact meshes" in out
     assert "false_collisions" in out and "missed_collisions" in out and "grad_timed" in out
+
+
+def test_rows_are_printed_beside_a_note_and_without_the_gap(capsys):
+    """Without python-fcl (a GPU image) our backends' rows still print, with the note saying what is missing."""
+    rows = [{"backend": "exact", "configs": "1x1", "link_queries": 66, "timed": 66, "latency_ms": 1.0,
+             "qps": 66e3, "us_per_link_query": 15.0, "grad_timed": 66, "grad_latency_ms": 2.0,
+             "grad_us_per_link_query": 30.0}]
+    print_panda(rows, [], "python-fcl rows and the sphere accuracy gap skipped", "cuda")
+    out = capsys.readouterr().out
+    assert "skipped" in out and "grad_timed" in out and "sphere-approximated" not in out

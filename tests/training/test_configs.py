@@ -13,6 +13,8 @@ import pytest
 import torch
 
 from contactnet.models import load_model
+from contactnet.models import checkpoint as checkpoint_module
+from contactnet.models.checkpoint import build_net
 from contactnet.training.evaluate import evaluate
 from contactnet.training.module import group_logits
 from contactnet.training.train import train
@@ -190,3 +192,21 @@ def test_scheduler_interval_is_checked(tmp_path, tiny_data):
     cfg = compose_train(tmp_path, tiny_data, ["model.scheduler_interval=batch"])
     with pytest.raises(Exception, match="scheduler_interval: expected 'epoch' or 'step'"):
         hydra.utils.instantiate(cfg.model)
+
+
+@pytest.mark.parametrize("device", ["meta", pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device")])])
+def test_load_model_puts_the_net_on_map_location(tmp_path, monkeypatch, device):
+    """The state is copied into a freshly built (CPU) net: the net itself must move too. On a CPU
+    machine the state is read to the CPU (a meta tensor holds no data to copy) and the net must
+    still end up on the meta device."""
+    if device == "meta":
+        read = checkpoint_module.read_checkpoint
+        monkeypatch.setattr(checkpoint_module, "read_checkpoint", lambda path, _: read(path, "cpu"))
+    config = {"_target_": "contactnet.models.LOCC", "encoder": {
+        "_target_": "contactnet.models.ShapeEncoder", "grid": 4, "hidden": 16, "features": 8, "channels": 8}}
+    net = build_net(config)
+    torch.save({"contactnet_net_config": config, "state_dict": {f"net.{k}": v for k, v in net.state_dict().items()}},
+               tmp_path / "net.ckpt")
+    loaded = load_model(tmp_path / "net.ckpt", map_location=device)
+    assert {p.device.type for p in loaded.parameters()} == {device} and not loaded.training
