@@ -19,8 +19,9 @@ the last one in use (`CollisionWorld.grid_slots`, host state that changes only w
 added or removed) are computed and masked; none when the world holds no grid.
 
 Certified hybrid ("hybrid", a LOCC or Global-OCN `model` and a threshold `tau` > 0): the network's
-verdict stands where it is confident, |logit| >= tau, and the exact kernels decide the rest, so
-wherever a query is deferred its verdict is the exact backend's. `pairwise` decides per pair,
+verdict stands where it is confident, |logit| >= tau, and the exact kernels decide the rest, and
+every "free" verdict on a pair whose boxes are nested (hybrid.py), so wherever a query is deferred
+its verdict is the exact backend's. `pairwise` decides per pair,
 `world_query` per (query, obstacle) slot before taking the any; both report what went to the
 exact check in `deferred`. `choose_tau` (hybrid.py) picks tau on validation data for a target
 error rate. The cost stays the learned one (see `cost`).
@@ -48,7 +49,7 @@ from contactnet.models.frame_tables import FrameTable, frame_logits, frame_table
 from contactnet.planning.cost import collision_cost, learned_collision_cost
 from contactnet.planning.exact import exact_signed_distance
 from contactnet.planning.grid_probe import grid_distances
-from contactnet.planning.hybrid import defer
+from contactnet.planning.hybrid import boxes_nested, defer
 from contactnet.planning.pose_input import POSE_ORDER
 from contactnet.planning.world import CollisionWorld
 
@@ -88,7 +89,8 @@ class CollisionChecker(nn.Module):
     eta: activation distance of the cost (metres); chunk: queries per network call (bounds memory);
     penetration_tol: bisection tolerance of the exact penetration estimate (metres); validate:
     check every argument (names, shapes, NaN) — turn off on a compiled / graph-captured hot path;
-    tau (hybrid only, > 0, inf defers everything): queries with |logit| < tau get the exact verdict;
+    tau (hybrid only, > 0, inf defers everything): queries with |logit| < tau get the exact verdict
+    (as do "free" verdicts on nested boxes, `hybrid.defer`);
     grid_max_points: probe-point evaluations per step of the voxel-grid term (bounds its memory);
     frames (learned and hybrid): each logit is the mean over that many frames of each object (its
     own, then fixed rotations: `frame_quaternions`), an ensemble at `frames` times the network cost
@@ -244,10 +246,15 @@ class CollisionChecker(nn.Module):
         return full.reshape(mask.shape), colliding.reshape(mask.shape)
 
     def _hybrid(self, logit, ids_a, ids_b, poses_a, poses_b, per_a: int = 1):
-        """The hybrid's decision on logits of any shape: those with |logit| < tau go to `_exact_at`
-        (same index convention). Returns colliding, probability (0/1 where deferred), signed
-        distance (NaN where not deferred) and the deferred mask."""
-        deferred = defer(logit, self.tau)
+        """The hybrid's decision on logits of any shape: those `defer` picks (|logit| < tau, and
+        "free" verdicts on nested boxes) go to `_exact_at` (same index convention). Returns
+        colliding, probability (0/1 where deferred), signed distance (NaN where not deferred) and
+        the deferred mask."""
+        w = self.world
+        ia = ids_a[:, None].expand(-1, per_a).reshape(-1)  # flat entry k pairs a = k // per_a with b = k
+        pa = poses_a[:, None].expand(-1, per_a, 7).reshape(-1, 7)
+        nested = boxes_nested(w.aabb[ia], w.aabb[ids_b], pa, poses_b).reshape(logit.shape)
+        deferred = defer(logit, self.tau, nested)
         signed, hit = self._exact_at(deferred, ids_a, ids_b, poses_a, poses_b, float("nan"), per_a=per_a)
         colliding = torch.where(deferred, hit, logit > 0)
         probability = torch.where(deferred, hit.to(logit.dtype), torch.sigmoid(logit))

@@ -2,7 +2,10 @@
 
 `CollisionChecker(world, "hybrid", model=net, tau=tau)` keeps the network's verdict (logit > 0:
 colliding) where it is confident, |logit| >= tau, and sends the rest, |logit| < tau, to the exact
-kernels (`defer`). So its only errors are the learned errors it keeps: on labelled validation
+kernels (`defer`). It also defers every "free" verdict on a pair whose boxes are nested (one posed
+box wholly inside the other, `boxes_nested`): there one object may lie deep inside the other with
+no surfaces near each other, the containment a net reading local crops cannot see, and where its
+most confident errors were (docs/results.md). So its only errors are the learned errors it keeps: on labelled validation
 queries, the error rate of the hybrid is #{wrong and |logit| >= tau} / #queries, which
 `choose_tau` bounds by a target and `hybrid_summary` reports with the share deferred (the
 fraction of queries that pay for an exact check). The bound holds on the validation data; on new
@@ -15,12 +18,41 @@ import math
 
 import torch
 
-__all__ = ["choose_tau", "defer", "hybrid_summary"]
+from contactnet.geometry.poses import compose_poses, invert_poses, transform_points
+
+__all__ = ["boxes_nested", "choose_tau", "defer", "hybrid_summary"]
 
 
-def defer(logit: torch.Tensor, tau: float) -> torch.Tensor:
-    """Which queries the hybrid hands to the exact kernels: |logit| < tau (bool, logit's shape)."""
-    return logit.abs() < tau
+def defer(logit: torch.Tensor, tau: float, nested: torch.Tensor | None = None) -> torch.Tensor:
+    """Which queries the hybrid hands to the exact kernels (bool, logit's shape): |logit| < tau,
+    and, given `nested` (bool, logit's shape: `boxes_nested`), every finite "free" verdict (logit < 0)
+    of a nested pair. A logit of -inf (a disabled slot) is never deferred."""
+    out = logit.abs() < tau
+    if nested is not None:
+        out = out | (nested & (logit < 0) & (logit > -math.inf))
+    return out
+
+
+def _corners(aabb: torch.Tensor) -> torch.Tensor:
+    """(..., 8, 3) corners of boxes (..., 2, 3) [min, max]."""
+    bits = torch.tensor([[(i >> k) & 1 for k in range(3)] for i in range(8)], device=aabb.device)
+    return torch.where(bits.bool(), aabb[..., None, 1, :], aabb[..., None, 0, :])
+
+
+def _inside(aabb: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """Whether all points (..., P, 3) lie in the box (..., 2, 3) (bool (...))."""
+    return ((points >= aabb[..., None, 0, :]) & (points <= aabb[..., None, 1, :])).all(-1).all(-1)
+
+
+def boxes_nested(aabb_a: torch.Tensor, aabb_b: torch.Tensor, poses_a: torch.Tensor,
+                 poses_b: torch.Tensor) -> torch.Tensor:
+    """(...) bool: whether object B's box (every corner, posed) lies inside A's box, or A's inside
+    B's. aabb_a, aabb_b (..., 2, 3) in each object's frame, poses (..., 7), all broadcasting."""
+    dtype = torch.promote_types(aabb_a.dtype, poses_a.dtype)
+    aabb_a, aabb_b, poses_a, poses_b = (t.to(dtype) for t in (aabb_a, aabb_b, poses_a, poses_b))
+    b_in_a = compose_poses(invert_poses(poses_a), poses_b)  # B's frame -> A's frame
+    return (_inside(aabb_a, transform_points(b_in_a[..., None, :], _corners(aabb_b)))
+            | _inside(aabb_b, transform_points(invert_poses(b_in_a)[..., None, :], _corners(aabb_a))))
 
 
 def _validation(logits, labels) -> tuple[torch.Tensor, torch.Tensor]:
@@ -41,12 +73,14 @@ def _validation(logits, labels) -> tuple[torch.Tensor, torch.Tensor]:
     return logits.reshape(-1), labels.reshape(-1).bool()
 
 
-def choose_tau(logits: torch.Tensor, labels: torch.Tensor, max_error: float) -> float:
+def choose_tau(logits: torch.Tensor, labels: torch.Tensor, max_error: float,
+               nested: torch.Tensor | None = None) -> float:
     """The smallest threshold tau whose hybrid error on these validation queries is <= max_error.
 
     logits (...) float: the network's collision logits; labels (...) bool or 0/1: the exact verdicts
     (1: colliding); max_error in [0, 1]: the target error rate of the hybrid, i.e. learned errors
-    that are kept (|logit| >= tau, not deferred) divided by the number of ALL queries.
+    that are kept (not deferred) divided by the number of ALL queries; nested (...) bool, optional:
+    `boxes_nested` of each query, whose "free" verdicts are deferred whatever tau (`defer`).
 
     Candidates are 0 and the observed |logit| values (between two observed values every tau makes
     the same decisions here), so the answer is:
@@ -60,9 +94,10 @@ def choose_tau(logits: torch.Tensor, labels: torch.Tensor, max_error: float) -> 
     logits, labels = _validation(logits, labels)
     if isinstance(max_error, bool) or not isinstance(max_error, (int, float)) or not 0 <= max_error <= 1:
         raise ValueError(f"max_error: expected an error rate in [0, 1], got {max_error!r}")
+    always = _nested(nested, logits)
     n = logits.numel()
     conf, order = logits.abs().sort()
-    wrong = ((logits > 0) != labels)[order]
+    wrong = (((logits > 0) != labels) & ~defer(logits, 0.0, always))[order]
     # kept[k]: learned errors kept when tau = conf[k] (every query from k on keeps its verdict).
     kept = wrong.flip(0).cumsum(0).flip(0)
     # Only the first of equal |logit| values is a threshold: tau = conf[k] keeps the whole tie.
@@ -76,17 +111,30 @@ def choose_tau(logits: torch.Tensor, labels: torch.Tensor, max_error: float) -> 
     return float(conf[ok.int().argmax()])
 
 
+def _nested(nested, logits: torch.Tensor) -> torch.Tensor | None:
+    """`nested` flattened like the validation logits, checked (None stays None)."""
+    if nested is None:
+        return None
+    if not isinstance(nested, torch.Tensor) or nested.dtype != torch.bool or nested.numel() != logits.numel():
+        raise ValueError(f"nested: expected a bool tensor with one entry per logit ({logits.numel()}), got "
+                         f"{getattr(nested, 'dtype', type(nested).__name__)} of {getattr(nested, 'shape', '?')}")
+    return nested.reshape(-1)
+
+
 def _balanced(correct: torch.Tensor, labels: torch.Tensor) -> float:
     """Mean recall over the classes present (one class only: its recall)."""
     recalls = [correct[labels == c].double().mean() for c in (True, False) if bool((labels == c).any())]
     return float(sum(recalls) / len(recalls))
 
 
-def hybrid_summary(logits: torch.Tensor, labels: torch.Tensor, tau: float) -> dict[str, float]:
-    """How the hybrid with threshold tau (>= 0; 0 defers nothing) does on labelled queries.
+def hybrid_summary(logits: torch.Tensor, labels: torch.Tensor, tau: float,
+                   nested: torch.Tensor | None = None) -> dict[str, float]:
+    """How the hybrid with threshold tau (>= 0; 0 defers nothing by threshold) does on labelled
+    queries.
 
-    logits (...) float, labels (...) bool or 0/1 (1: colliding). Returns floats:
-    - "deferred": the fraction of queries sent to the exact check (|logit| < tau);
+    logits (...) float, labels (...) bool or 0/1 (1: colliding), nested (...) bool, optional
+    (`boxes_nested`). Returns floats:
+    - "deferred": the fraction of queries sent to the exact check (`defer`);
     - "accuracy", "balanced_accuracy": of the hybrid, deferred queries counting as correct (the
       exact kernels decide them); balanced: the mean of the recalls of the classes present;
     - "learned_accuracy", "learned_balanced_accuracy": of the network alone (logit > 0).
@@ -95,7 +143,7 @@ def hybrid_summary(logits: torch.Tensor, labels: torch.Tensor, tau: float) -> di
     if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not tau >= 0:
         raise ValueError(f"tau: expected a threshold >= 0, got {tau!r}")
     learned = (logits > 0) == labels
-    deferred = defer(logits, tau)
+    deferred = defer(logits, tau, _nested(nested, logits))
     hybrid = learned | deferred
     return {"deferred": float(deferred.double().mean()),
             "accuracy": float(hybrid.double().mean()),

@@ -9,7 +9,7 @@ from contactnet.data.objects import load_object_set
 from contactnet.data.storage import write_json_atomic
 from contactnet.geometry.frames import frame_quaternions
 from contactnet.models import load_model
-from contactnet.planning.hybrid import choose_tau, hybrid_summary
+from contactnet.planning.hybrid import boxes_nested, choose_tau, hybrid_summary
 from contactnet.training.metrics import collision_report
 from contactnet.training.module import group_logits
 
@@ -17,11 +17,11 @@ from contactnet.training.module import group_logits
 @torch.no_grad()
 def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int = 16, device: str = "cpu",
                   objects=None, clouds: str = "full", frames: int = 1) -> dict[str, torch.Tensor]:
-    """Flat logits, exact labels and signed distances of every query of one split; frames > 1:
-    each logit is the mean over the objects' first `frames` test-time frames (`frame_quaternions`,
-    the checker's `frames`)."""
+    """Flat logits, exact labels, signed distances and nested boxes (`boxes_nested`, what the
+    hybrid defers) of every query of one split; frames > 1: each logit is the mean over the
+    objects' first `frames` test-time frames (`frame_quaternions`, the checker's `frames`)."""
     objects = objects if objects is not None else load_object_set(Path(data_root) / "objects")
-    out = {"logit": [], "label": [], "signed_distance": []}
+    out = {"logit": [], "label": [], "signed_distance": [], "nested": []}
     for frame, q in enumerate(frame_quaternions(frames)):
         # Frame 0 is the objects' own: read as stored, not turned by the identity (the plain scores, bitwise).
         groups = PairGroups(Path(data_root) / split, objects, clouds=clouds, frame=q if frame else None)
@@ -32,6 +32,8 @@ def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int 
             if frame == 0:
                 out["label"].append(batch["label"].flatten().bool().cpu())
                 out["signed_distance"].append(batch["signed_distance"].flatten().cpu())
+                out["nested"].append(boxes_nested(batch["aabb_a"][:, None], batch["aabb_b"][:, None],
+                                                  batch["poses_a"], batch["poses_b"]).flatten().cpu())
         out["logit"].append(torch.cat(logits))
     out["logit"] = torch.stack(out["logit"]).mean(0)
     return {name: v if name == "logit" else torch.cat(v) for name, v in out.items()}
@@ -64,7 +66,7 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
         root = tau_root or data_root
         val = predict_split(net, root, "val", groups_per_batch, device, objects if root == data_root else None,
                             frames=frames)
-        tau = choose_tau(val["logit"], val["label"], hybrid_max_error)
+        tau = choose_tau(val["logit"], val["label"], hybrid_max_error, val["nested"])
     results = {}
     for split in splits:
         scores = predict_split(net, data_root, split, groups_per_batch, device, objects, clouds, frames)
@@ -72,7 +74,7 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
         results[split]["frames"] = frames
         if tau is not None:
             results[split]["hybrid"] = {"tau": tau, "max_error": hybrid_max_error,
-                                        **hybrid_summary(scores["logit"], scores["label"], tau)}
+                                        **hybrid_summary(scores["logit"], scores["label"], tau, scores["nested"])}
     return results
 
 

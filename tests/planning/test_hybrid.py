@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from contactnet.planning import CollisionChecker, choose_tau, hybrid_summary
+from contactnet.planning import CollisionChecker, CollisionWorld, choose_tau, hybrid_summary
+from contactnet.planning.hybrid import boxes_nested, defer
 from tests.planning.scenes import make_world, random_pairs, tiny_net
 
 TAU = 1.0  # the tiny net makes errors on both sides of it (asserted), so a wrong mask shows
@@ -51,7 +52,7 @@ def test_pairwise_is_exact_where_deferred_and_learned_elsewhere(world, trained):
     h = hybrid.pairwise(ids_a.view(20, 20), ids_b.view(20, 20), pa.view(20, 20, 7), pb.view(20, 20, 7))
     h = type(h)(*(t.reshape(-1) for t in h))
     d = h.deferred
-    assert torch.equal(d, l.logit.abs() < TAU)
+    assert torch.equal(d, defer(l.logit, TAU, boxes_nested(world.aabb[ids_a], world.aabb[ids_b], pa, pb)))
     wrong = l.colliding != e.colliding
     assert wrong[d].any() and wrong[~d].any()
     assert torch.equal(h.colliding[d], e.colliding[d])
@@ -70,7 +71,8 @@ def test_world_query_is_decided_per_obstacle_slot(scene, trained):
     enabled = torch.isfinite(e.per_obstacle)  # the exact backend marks disabled slots +inf
     assert enabled.all(-1).logical_not().any() and enabled.any(-1).all()
     d = h.deferred
-    assert torch.equal(d, enabled & (l.per_obstacle.abs() < TAU))
+    nested = boxes_nested(w.aabb[ids][:, None], w.aabb[w.obstacle_mesh[env]], poses[:, None], w.obstacle_pose[env])
+    assert torch.equal(d, enabled & defer(l.per_obstacle, TAU, nested))
     exact_slot, learned_slot = e.per_obstacle < 0, l.per_obstacle > 0
     wrong = enabled & (exact_slot != learned_slot)
     assert (wrong & d).any() and (wrong & ~d).any()
@@ -216,3 +218,70 @@ def test_choose_tau_and_summary_reject_bad_input():
     for bad in (-1.0, math.nan, None):
         with pytest.raises(ValueError, match="tau: expected a threshold >= 0"):
             hybrid_summary(LOGITS, LABELS, bad)
+
+
+def _box(half):
+    import trimesh
+
+    box = trimesh.creation.box(extents=[2 * half] * 3)
+    return torch.as_tensor(box.vertices, dtype=torch.float32), torch.as_tensor(box.faces)
+
+
+def test_boxes_nested_by_hand_and_independent_of_the_world_frame():
+    from contactnet.data.pairs import random_quaternions
+    from contactnet.geometry.poses import compose_poses
+
+    big, small = torch.tensor([[-1.0, -1, -1], [1, 1, 1]]), torch.tensor([[-0.1, -0.1, -0.1], [0.1, 0.1, 0.1]])
+    turned = torch.tensor([0.0, 0, 0, math.cos(math.pi / 8), 0, 0, math.sin(math.pi / 8)])  # 45 deg about z
+    cases = [  # (pose of the small box in the big one's frame, nested)
+        (_pose(), True), (_pose(0.85), True), (_pose(0.95), False),  # 0.95 + 0.1 sticks out
+        (turned, True), (_pose(3.0), False)]
+    for pose, expected in cases:
+        assert bool(boxes_nested(big, small, _pose(), pose)) == expected, pose
+        assert bool(boxes_nested(small, big, pose, _pose())) == expected, pose  # either order
+    assert bool(boxes_nested(big, big, _pose(), _pose()))  # equal boxes: each lies in the other
+    # Moving the whole scene changes nothing; a batch broadcasts (Q,) against (Q, N).
+    g = torch.Generator().manual_seed(0)
+    n = 64
+    pa = torch.cat([torch.rand(n, 3, generator=g), random_quaternions(n, g).float()], 1)
+    pb = torch.cat([pa[:, :3] + 2.4 * torch.rand(n, 3, generator=g) - 1.2, random_quaternions(n, g).float()], 1)
+    got = boxes_nested(big, small, pa, pb)
+    assert got.any() and not got.all()
+    world = torch.cat([torch.rand(n, 3, generator=g), random_quaternions(n, g).float()], 1)
+    assert torch.equal(boxes_nested(big, small, compose_poses(world, pa), compose_poses(world, pb)), got)
+    grid = boxes_nested(big, small[None].expand(3, 2, 3), pa[:, None], pb[:, None].expand(n, 3, 7))
+    assert grid.shape == (n, 3) and torch.equal(grid, got[:, None].expand(n, 3))
+
+
+def test_defer_sends_free_verdicts_on_nested_boxes_to_the_exact_check():
+    logit = torch.tensor([-5.0, 5.0, -5.0, -0.5, -math.inf])
+    nested = torch.tensor([True, True, False, False, True])
+    assert defer(logit, 1.0, nested).tolist() == [True, False, False, True, False]
+    assert defer(logit, 1.0).tolist() == [False, False, False, True, False]
+    # choose_tau and hybrid_summary count a nested free error as deferred, whatever tau.
+    logits, labels = torch.tensor([-5.0, 2.0, -3.0]), torch.tensor([1, 1, 0])
+    assert choose_tau(logits, labels, 0.0) == math.inf  # the error at |logit| 5 is the most confident
+    assert choose_tau(logits, labels, 0.0, torch.tensor([True, False, False])) == 0.0
+    s = hybrid_summary(logits, labels, 0.0, torch.tensor([True, False, False]))
+    assert s["deferred"] == pytest.approx(1 / 3) and s["accuracy"] == 1.0 and s["learned_accuracy"] == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="nested: expected a bool tensor with one entry per logit"):
+        choose_tau(logits, labels, 0.0, torch.tensor([1, 0, 0]))
+
+
+def test_hybrid_checks_a_confident_free_verdict_on_nested_boxes_exactly(monkeypatch):
+    """A small box deep inside a large one: no surfaces near, so a net of local crops may call it
+    free with confidence. The hybrid must ask the exact kernels (containment: colliding)."""
+    w = CollisionWorld(num_points=64)
+    w.add_mesh("big", _box(0.2))
+    w.add_mesh("small", _box(0.01))
+    hybrid = CollisionChecker(w, "hybrid", tiny_net("locc"), tau=1.0)
+    verdicts = {"free": -10.0, "colliding": 10.0}
+    for verdict, value in verdicts.items():
+        monkeypatch.setattr(hybrid, "_logits", lambda ids_a, *rest, v=value: torch.full(ids_a.shape, v))
+        inside, apart = _pose(0.05), _pose(1.0)
+        r = hybrid.pairwise(["big", "small", "big"], ["small", "big", "small"], torch.stack([_pose()] * 3),
+                            torch.stack([inside, _pose(-0.05), apart]))
+        if verdict == "free":
+            assert r.deferred.tolist() == [True, True, False] and r.colliding.tolist() == [True, True, False]
+        else:
+            assert not r.deferred.any() and r.colliding.all()
