@@ -71,8 +71,7 @@ template <typename T>
 CN_HD BlemContact<T> blem_contact(const Vec3<T> A[3], const Vec3<T> B[3],
                                   const TriangleTriangleResult<T>& r, T ra, T rb) {
   BlemContact<T> c;
-  c.xa = r.wa[0] * A[0] + r.wa[1] * A[1] + r.wa[2] * A[2];
-  c.xb = r.intersecting ? c.xa : r.wb[0] * B[0] + r.wb[1] * B[1] + r.wb[2] * B[2];
+  triangle_pair_points(r, A, B, c.xa, c.xb);
   const T d = sqrt(r.dist2);
   if (r.intersecting || !(d > T(0))) {
     T e;

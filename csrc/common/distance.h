@@ -255,6 +255,7 @@ struct TriangleTriangleResult {
   T wa[3];
   T wb[3];
   bool intersecting;
+  bool edge_of_a;  // intersecting: an edge of A crosses B (else an edge of B crosses A)
 };
 
 // Barycentric weights of x (assumed in or near the plane of t0 t1 t2, normal n = (t1-t0)x(t2-t0),
@@ -266,9 +267,13 @@ CN_HD bool face_barycentric(const Vec3<T>& x, const Vec3<T>& t0, const Vec3<T>& 
   const T b1 = dot(cross(t0 - t2, x - t2), n);
   const T b2 = dot(cross(t1 - t0, x - t0), n);
   if (b0 < T(0) || b1 < T(0) || b2 < T(0)) return false;
-  w[0] = b0 / nn;
-  w[1] = b1 / nn;
-  w[2] = b2 / nn;
+  // b0 + b1 + b2 = nn for any x in exact arithmetic; dividing by the computed sum keeps the
+  // weights summing to 1 where a sliver triangle makes each of them inexact.
+  const T sum = b0 + b1 + b2;
+  const T scale = sum > T(0) ? sum : nn;
+  w[0] = b0 / scale;
+  w[1] = b1 / scale;
+  w[2] = b2 / scale;
   return true;
 }
 
@@ -302,6 +307,7 @@ CN_HD TriangleTriangleResult<T> triangle_triangle_closest(const Vec3<T> A[3], co
   TriangleTriangleResult<T> res;
   for (int k = 0; k < 3; ++k) res.wa[k] = res.wb[k] = T(0);
   res.intersecting = false;
+  res.edge_of_a = false;
 
   const Vec3<T> nA = cross(A[1] - A[0], A[2] - A[0]);
   const Vec3<T> nB = cross(B[1] - B[0], B[2] - B[0]);
@@ -327,6 +333,7 @@ CN_HD TriangleTriangleResult<T> triangle_triangle_closest(const Vec3<T> A[3], co
         res.wa[j] = u;
         for (int k = 0; k < 3; ++k) res.wb[k] = w[k];
         res.intersecting = true;
+        res.edge_of_a = true;
         return res;
       }
       if (planeA &&
@@ -398,6 +405,21 @@ CN_HD TriangleTriangleResult<T> triangle_triangle_closest(const Vec3<T> A[3], co
     }
   }
   return res;
+}
+
+// The closest points sum_i wa[i] A[i] and sum_j wb[j] B[j] of a triangle_triangle_closest result.
+// On an intersection both are the crossing point, taken on the crossing edge (a point of that
+// edge, to rounding): the crossed triangle's barycentric weights are ill-conditioned when it is a
+// sliver, and would put the point up to ~1e-8 off both triangles.
+template <typename T>
+CN_HD void triangle_pair_points(const TriangleTriangleResult<T>& r, const Vec3<T> A[3], const Vec3<T> B[3],
+                                Vec3<T>& pa, Vec3<T>& pb) {
+  pa = r.wa[0] * A[0] + r.wa[1] * A[1] + r.wa[2] * A[2];
+  pb = r.wb[0] * B[0] + r.wb[1] * B[1] + r.wb[2] * B[2];
+  if (r.intersecting) {
+    if (r.edge_of_a) pb = pa;
+    else pa = pb;
+  }
 }
 
 }  // namespace contactnet

@@ -200,8 +200,7 @@ struct DistanceVisitor {
     const T d = sqrt(r.dist2);
     if (d < best) {
       best = d;
-      pa = r.wa[0] * A[0] + r.wa[1] * A[1] + r.wa[2] * A[2];
-      pb = r.intersecting ? pa : r.wb[0] * B[0] + r.wb[1] * B[1] + r.wb[2] * B[2];
+      triangle_pair_points(r, A, B, pa, pb);
       ta = qf.a.tri_ids[i];
       tb = qf.b.tri_ids[j];
     }

@@ -52,9 +52,8 @@ struct TriangleDistanceFunctor {
     }
     const TriangleTriangleResult<T> r = triangle_triangle_closest(A, B);
     distance[i] = sqrt(r.dist2);
-    const Vec3<T> pa = r.wa[0] * A[0] + r.wa[1] * A[1] + r.wa[2] * A[2];
-    // On an intersection both points are the same crossing point.
-    const Vec3<T> pb = r.intersecting ? pa : r.wb[0] * B[0] + r.wb[1] * B[1] + r.wb[2] * B[2];
+    Vec3<T> pa, pb;  // on an intersection both are the same crossing point
+    triangle_pair_points(r, A, B, pa, pb);
     store3(point_a + 3 * i, pa);
     store3(point_b + 3 * i, pb);
     for (int k = 0; k < 3; ++k) {
