@@ -19,11 +19,11 @@ the last one in use (`CollisionWorld.grid_slots`, host state that changes only w
 added or removed) are computed and masked; none when the world holds no grid.
 
 Certified hybrid ("hybrid", a LOCC or Global-OCN `model` and a threshold `tau` > 0): the network's
-verdict stands where it is confident, |logit| >= tau, and the exact kernels decide the rest, and
-every "free" verdict on a pair whose boxes are nested (hybrid.py), so wherever a query is deferred
-its verdict is the exact backend's. `pairwise` decides per pair,
-`world_query` per (query, obstacle) slot before taking the any; both report what went to the
-exact check in `deferred`. `choose_tau` (hybrid.py) picks tau on validation data for a target
+verdict stands where it is confident, |logit| >= tau; the exact kernels decide the rest, and also
+every "free" verdict on a pair whose boxes are nested (hybrid.py). So wherever a query is
+deferred its verdict is the exact backend's. `pairwise` decides per pair, `world_query` per
+(query, obstacle) slot before taking the any; both report what went to the exact check in
+`deferred`. `choose_tau` (hybrid.py) picks tau on validation data for a target
 error rate. The cost stays the learned one (see `cost`).
 
 Hot path. The learned backend, with `validate=False` and integer id / env tensors, has fixed shapes

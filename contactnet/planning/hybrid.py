@@ -5,8 +5,8 @@ colliding) where it is confident, |logit| >= tau, and sends the rest, |logit| < 
 kernels (`defer`). It also defers every "free" verdict on a pair whose boxes are nested (one posed
 box wholly inside the other, `boxes_nested`): there one object may lie deep inside the other with
 no surfaces near each other, the containment a net reading local crops cannot see, and where its
-most confident errors were (docs/results.md). So its only errors are the learned errors it keeps: on labelled validation
-queries, the error rate of the hybrid is #{wrong and |logit| >= tau} / #queries, which
+most confident errors were (docs/results.md). So its only errors are the learned errors it keeps:
+on labelled validation queries, the error rate of the hybrid is #{wrong and kept} / #queries, which
 `choose_tau` bounds by a target and `hybrid_summary` reports with the share deferred (the
 fraction of queries that pay for an exact check). The bound holds on the validation data; on new
 queries it holds as far as they resemble it.
@@ -84,8 +84,9 @@ def choose_tau(logits: torch.Tensor, labels: torch.Tensor, max_error: float,
 
     Candidates are 0 and the observed |logit| values (between two observed values every tau makes
     the same decisions here), so the answer is:
-    - 0.0 when the learned verdict alone already meets max_error: nothing needs deferring. Use the
-      learned backend then; the hybrid checker requires tau > 0.
+    - 0.0 when the learned verdict already meets max_error with nothing deferred by threshold
+      (nested queries aside). The hybrid checker requires tau > 0: pass a tiny one to keep the
+      nested rule, or use the learned backend.
     - otherwise the smallest |logit| that is kept: queries with that |logit| or more keep the
       learned verdict, those below it are deferred (ties are kept or deferred together);
     - inf when even the most confident query is wrong and max_error leaves no room for it:
