@@ -28,6 +28,7 @@ from benchmarks.paper_common import (
     score,
     write_table,
 )
+from contactnet.data.dataset import finished_test_splits
 from contactnet.data.objects import load_object_set
 
 # The paper's splits first (uniform poses), then this project's near-contact ones.
@@ -58,7 +59,8 @@ def main(argv=None) -> Path:
     args = parse_args(argv)
     root = Path(args.data_root)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    splits = args.splits or [s for s in DEFAULT_SPLITS if (root / s / "manifest.json").exists()]  # finished splits
+    present = finished_test_splits(root)
+    splits = args.splits or [s for s in DEFAULT_SPLITS if s in present]
     if not splits:
         raise SystemExit(f"--data-root: {root} has none of the splits {DEFAULT_SPLITS}")
     out_dir = Path(args.out_dir or f"outputs/paper/fig6{'_quick' if args.quick else ''}/{root.name}")

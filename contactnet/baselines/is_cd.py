@@ -11,11 +11,9 @@ point spacing; there are no false positives (a point inside both is a witness).
 
 import torch
 
+from contactnet.geometry.boxes import box_corners
 from contactnet.geometry.poses import compose_poses, invert_poses, normalize_poses, transform_points
 from contactnet.geometry.triangles import winding_numbers as triangle_winding_numbers
-
-_CORNERS = torch.tensor([[i >> 2 & 1, i >> 1 & 1, i & 1] for i in range(8)])
-
 
 def pad_triangles(vertices: list, faces: list, dtype=torch.float32) -> torch.Tensor:
     """Every mesh's triangles (F_i, 3, 3) padded to (N, F_max, 3, 3) with collapsed triangles at
@@ -62,8 +60,7 @@ class ImplicitSurfaceCD:
     def _posed_box(self, ids: torch.Tensor, poses: torch.Tensor) -> torch.Tensor:
         """(q, 2, 3) the axis box around each object's box placed at `poses`."""
         box = self.aabb[ids]  # (q, 2, 3)
-        corners = torch.where(_CORNERS.to(box.device).bool(), box[:, None, 1], box[:, None, 0])  # (q, 8, 3)
-        posed = transform_points(poses[:, None], corners)
+        posed = transform_points(poses[:, None], box_corners(box))  # (q, 8, 3)
         return torch.stack([posed.amin(1), posed.amax(1)], 1)
 
     @torch.no_grad()

@@ -35,19 +35,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from contactnet.data.dataset import load_manifest, read_shard
+from contactnet.data.dataset import FIT_SPLITS, UNIFORM_TEST_SPLITS, finished_test_splits, load_manifest, read_shard
 from contactnet.data.objects import load_object_set
 from contactnet.data.seeds import derive_rng, derive_seed
 from contactnet.geometry.frames import reframe_object
 from contactnet.geometry.poses import compose_poses, matrix_to_quaternion
 
-# The split names the code relies on, defined here only (a data config's `splits` keys name them;
-# any further split in a config is a test split, reported after these).
-FIT_SPLITS = ("train", "val")
-# Uniform poses on known / unknown objects (LOCC's two test sets): every training dataset has them.
-UNIFORM_TEST_SPLITS = ("test_known", "test_unknown")
-# Test splits in report order; any other split found on disk follows, by name.
-TEST_SPLIT_ORDER = (*UNIFORM_TEST_SPLITS, "boundary_known", "boundary_unknown", "nested_known", "nested_unknown")
 AUGMENTATIONS = ("so3", "cube", "none")
 CLOUDS = ("full", "single_view")
 
@@ -241,9 +234,8 @@ class PairDataModule(L.LightningDataModule):
 
     @property
     def test_splits(self) -> list[str]:
-        """The test splits of this dataset (every finished split but train and val), in report order."""
-        found = {p.parent.name for p in self.root.glob("*/manifest.json")} - set(FIT_SPLITS) - {"objects"}
-        return ([s for s in TEST_SPLIT_ORDER if s in found] + sorted(found - set(TEST_SPLIT_ORDER)))
+        """The test splits of this dataset (`finished_test_splits`)."""
+        return finished_test_splits(self.root)
 
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:

@@ -32,6 +32,21 @@ from contactnet.data.seeds import derive_seed
 from contactnet.data.storage import write_json_atomic
 from contactnet.geometry.mesh import MeshLibrary
 
+# The split names the code relies on, defined here only (a data config's `splits` keys name them;
+# any further split in a config is a test split, reported after these).
+FIT_SPLITS = ("train", "val")
+# Uniform poses on known / unknown objects (LOCC's two test sets): every training dataset has them.
+UNIFORM_TEST_SPLITS = ("test_known", "test_unknown")
+# Test splits in report order; any other split found on disk follows, by name.
+TEST_SPLIT_ORDER = (*UNIFORM_TEST_SPLITS, "boundary_known", "boundary_unknown", "nested_known", "nested_unknown")
+
+
+def finished_test_splits(root: str | Path) -> list[str]:
+    """The test splits of the dataset in `root` (every finished split but train and val), in report order."""
+    found = {p.parent.name for p in Path(root).glob("*/manifest.json")} - set(FIT_SPLITS) - {"objects"}
+    return [s for s in TEST_SPLIT_ORDER if s in found] + sorted(found - set(TEST_SPLIT_ORDER))
+
+
 FIELDS = ("ids_a", "ids_b", "poses_a", "poses_b", "label", "signed_distance", "barrier")
 
 

@@ -42,6 +42,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from contactnet.geometry.boxes import boxes_nested
 from contactnet.geometry.frames import frame_quaternions
 from contactnet.models.collision_nets import LOCC, CollisionNet, GlobalOCN
 from contactnet.models.encoder import ShapeEmbedding
@@ -49,7 +50,7 @@ from contactnet.models.frame_tables import FrameTable, frame_logits, frame_table
 from contactnet.planning.cost import collision_cost, learned_collision_cost
 from contactnet.planning.exact import exact_signed_distance
 from contactnet.planning.grid_probe import grid_distances
-from contactnet.planning.hybrid import boxes_nested, defer
+from contactnet.planning.hybrid import defer
 from contactnet.planning.pose_input import POSE_ORDER
 from contactnet.planning.world import CollisionWorld
 

@@ -3,9 +3,9 @@
 `CollisionChecker(world, "hybrid", model=net, tau=tau)` keeps the network's verdict (logit > 0:
 colliding) where it is confident, |logit| >= tau, and sends the rest, |logit| < tau, to the exact
 kernels (`defer`). It also defers every "free" verdict on a pair whose boxes are nested (one posed
-box wholly inside the other, `boxes_nested`): there one object may lie deep inside the other with
-no surfaces near each other, the containment a net reading local crops cannot see, and where its
-most confident errors were (docs/results.md). So its only errors are the learned errors it keeps:
+box wholly inside the other, `contactnet.geometry.boxes.boxes_nested`): there one object may lie
+deep inside the other with no surfaces near each other, the containment a net reading local crops
+cannot see, and where its most confident errors were (docs/results.md). So its only errors are the learned errors it keeps:
 on labelled validation queries, the error rate of the hybrid is #{wrong and kept} / #queries, which
 `choose_tau` bounds by a target and `hybrid_summary` reports with the share deferred (the
 fraction of queries that pay for an exact check). The bound holds on the validation data; on new
@@ -18,9 +18,7 @@ import math
 
 import torch
 
-from contactnet.geometry.poses import compose_poses, invert_poses, transform_points
-
-__all__ = ["boxes_nested", "choose_tau", "defer", "hybrid_summary"]
+__all__ = ["choose_tau", "defer", "hybrid_summary"]
 
 
 def defer(logit: torch.Tensor, tau: float, nested: torch.Tensor | None = None) -> torch.Tensor:
@@ -31,28 +29,6 @@ def defer(logit: torch.Tensor, tau: float, nested: torch.Tensor | None = None) -
     if nested is not None:
         out = out | (nested & (logit < 0) & (logit > -math.inf))
     return out
-
-
-def _corners(aabb: torch.Tensor) -> torch.Tensor:
-    """(..., 8, 3) corners of boxes (..., 2, 3) [min, max]."""
-    bits = torch.tensor([[(i >> k) & 1 for k in range(3)] for i in range(8)], device=aabb.device)
-    return torch.where(bits.bool(), aabb[..., None, 1, :], aabb[..., None, 0, :])
-
-
-def _inside(aabb: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
-    """Whether all points (..., P, 3) lie in the box (..., 2, 3) (bool (...))."""
-    return ((points >= aabb[..., None, 0, :]) & (points <= aabb[..., None, 1, :])).all(-1).all(-1)
-
-
-def boxes_nested(aabb_a: torch.Tensor, aabb_b: torch.Tensor, poses_a: torch.Tensor,
-                 poses_b: torch.Tensor) -> torch.Tensor:
-    """(...) bool: whether object B's box (every corner, posed) lies inside A's box, or A's inside
-    B's. aabb_a, aabb_b (..., 2, 3) in each object's frame, poses (..., 7), all broadcasting."""
-    dtype = torch.promote_types(aabb_a.dtype, poses_a.dtype)
-    aabb_a, aabb_b, poses_a, poses_b = (t.to(dtype) for t in (aabb_a, aabb_b, poses_a, poses_b))
-    b_in_a = compose_poses(invert_poses(poses_a), poses_b)  # B's frame -> A's frame
-    return (_inside(aabb_a, transform_points(b_in_a[..., None, :], _corners(aabb_b)))
-            | _inside(aabb_b, transform_points(invert_poses(b_in_a)[..., None, :], _corners(aabb_a))))
 
 
 def _validation(logits, labels) -> tuple[torch.Tensor, torch.Tensor]:

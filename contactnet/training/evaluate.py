@@ -4,12 +4,14 @@ from pathlib import Path
 
 import torch
 
-from contactnet.data.datamodule import PairDataModule, PairGroups
+from contactnet.data.datamodule import PairGroups
+from contactnet.data.dataset import finished_test_splits
 from contactnet.data.objects import load_object_set
 from contactnet.data.storage import write_json_atomic
 from contactnet.geometry.frames import frame_quaternions
 from contactnet.models import load_model
-from contactnet.planning.hybrid import boxes_nested, choose_tau, hybrid_summary
+from contactnet.geometry.boxes import boxes_nested
+from contactnet.planning.hybrid import choose_tau, hybrid_summary
 from contactnet.training.metrics import collision_report
 from contactnet.training.module import group_logits
 
@@ -60,7 +62,7 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     net = load_model(ckpt_path, map_location=device)
     objects = load_object_set(Path(data_root) / "objects")
-    splits = list(splits) if splits else PairDataModule(str(data_root)).test_splits
+    splits = list(splits) if splits else finished_test_splits(data_root)
     tau = None
     if hybrid_max_error is not None:
         root = tau_root or data_root

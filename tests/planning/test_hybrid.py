@@ -3,8 +3,10 @@ import math
 import pytest
 import torch
 
+from contactnet.geometry.boxes import boxes_nested
 from contactnet.planning import CollisionChecker, CollisionWorld, choose_tau, hybrid_summary
-from contactnet.planning.hybrid import boxes_nested, defer
+from contactnet.planning.hybrid import defer
+from tests.ops.mesh_cases import box_mesh
 from tests.planning.scenes import make_world, random_pairs, tiny_net
 
 TAU = 1.0  # the tiny net makes errors on both sides of it (asserted), so a wrong mask shows
@@ -220,39 +222,6 @@ def test_choose_tau_and_summary_reject_bad_input():
             hybrid_summary(LOGITS, LABELS, bad)
 
 
-def _box(half):
-    import trimesh
-
-    box = trimesh.creation.box(extents=[2 * half] * 3)
-    return torch.as_tensor(box.vertices, dtype=torch.float32), torch.as_tensor(box.faces)
-
-
-def test_boxes_nested_by_hand_and_independent_of_the_world_frame():
-    from contactnet.data.pairs import random_quaternions
-    from contactnet.geometry.poses import compose_poses
-
-    big, small = torch.tensor([[-1.0, -1, -1], [1, 1, 1]]), torch.tensor([[-0.1, -0.1, -0.1], [0.1, 0.1, 0.1]])
-    turned = torch.tensor([0.0, 0, 0, math.cos(math.pi / 8), 0, 0, math.sin(math.pi / 8)])  # 45 deg about z
-    cases = [  # (pose of the small box in the big one's frame, nested)
-        (_pose(), True), (_pose(0.85), True), (_pose(0.95), False),  # 0.95 + 0.1 sticks out
-        (turned, True), (_pose(3.0), False)]
-    for pose, expected in cases:
-        assert bool(boxes_nested(big, small, _pose(), pose)) == expected, pose
-        assert bool(boxes_nested(small, big, pose, _pose())) == expected, pose  # either order
-    assert bool(boxes_nested(big, big, _pose(), _pose()))  # equal boxes: each lies in the other
-    # Moving the whole scene changes nothing; a batch broadcasts (Q,) against (Q, N).
-    g = torch.Generator().manual_seed(0)
-    n = 64
-    pa = torch.cat([torch.rand(n, 3, generator=g), random_quaternions(n, g).float()], 1)
-    pb = torch.cat([pa[:, :3] + 2.4 * torch.rand(n, 3, generator=g) - 1.2, random_quaternions(n, g).float()], 1)
-    got = boxes_nested(big, small, pa, pb)
-    assert got.any() and not got.all()
-    world = torch.cat([torch.rand(n, 3, generator=g), random_quaternions(n, g).float()], 1)
-    assert torch.equal(boxes_nested(big, small, compose_poses(world, pa), compose_poses(world, pb)), got)
-    grid = boxes_nested(big, small[None].expand(3, 2, 3), pa[:, None], pb[:, None].expand(n, 3, 7))
-    assert grid.shape == (n, 3) and torch.equal(grid, got[:, None].expand(n, 3))
-
-
 def test_defer_sends_free_verdicts_on_nested_boxes_to_the_exact_check():
     logit = torch.tensor([-5.0, 5.0, -5.0, -0.5, -math.inf])
     nested = torch.tensor([True, True, False, False, True])
@@ -272,8 +241,8 @@ def test_hybrid_checks_a_confident_free_verdict_on_nested_boxes_exactly(monkeypa
     """A small box deep inside a large one: no surfaces near, so a net of local crops may call it
     free with confidence. The hybrid must ask the exact kernels (containment: colliding)."""
     w = CollisionWorld(num_points=64)
-    w.add_mesh("big", _box(0.2))
-    w.add_mesh("small", _box(0.01))
+    w.add_mesh("big", box_mesh((0.4, 0.4, 0.4)))
+    w.add_mesh("small", box_mesh((0.02, 0.02, 0.02)))
     hybrid = CollisionChecker(w, "hybrid", tiny_net("locc"), tau=1.0)
     verdicts = {"free": -10.0, "colliding": 10.0}
     for verdict, value in verdicts.items():

@@ -4,7 +4,7 @@ object, and the certified hybrid with its threshold chosen on the validation spl
 import torch
 from hydra import compose, initialize_config_dir
 
-from contactnet.data.datamodule import TEST_SPLIT_ORDER
+from contactnet.data.dataset import TEST_SPLIT_ORDER
 from contactnet.models.checkpoint import build_net
 from contactnet.planning.hybrid import choose_tau
 from contactnet.training.evaluate import evaluate, predict_split
