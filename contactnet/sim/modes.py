@@ -120,10 +120,13 @@ class Adaptive(StepMode):
     normalize_script = staticmethod(checked_script_poses)
 
     def search(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None, active=None) -> ipc.Candidates:
-        """Compacted pairs of the active environments only: the derivatives and line-search
-        energies of the next iterations then cost in proportion to the environments still
-        iterating, not to all of them."""
-        return contact_search.search(scene, x0, x1, reach, q0, q1, active)
+        """Compacted pairs of the active environments only, pruned to those that may really come
+        within reach (`ipc.prune_candidates`: the broad phase's boxes keep about a hundred times
+        more, e.g. around a shaken bowl): CCD, the derivatives and the line-search energies of the
+        next iterations then cost in proportion to the contacts of the environments still
+        iterating, not to the scene."""
+        found = contact_search.search(scene, x0, x1, reach, q0, q1, active)
+        return ipc.prune_candidates(x0, scene.faces, scene.edges, found, reach, vertices_t1=x1)
 
     def solve(self, H, grad, scale, eye):
         """−H⁻¹g, shifting only environments whose H does not factorise (flat shells, free affine

@@ -9,7 +9,10 @@ bodies' affine DOFs (ZeMa eq. 2–4, 7–8, 11):
          + h² Σ_k μ_k N_k f₀(‖T_kᵀ (x − xᵗ)‖)                   smooth friction, lagged N_k and T_k
 
 Pure functions of a `PackedScene`, the step's coefficients and its lagged quantities; the caller
-supplies the vertex positions x(q) and a superset of the pairs closer than d̂ at q.
+supplies the vertex positions x(q) and a superset of the pairs closer than d̂ at q. `energy` and
+`gradient_hessian` are one fused op each (`contactnet.ops.ipc.affine_potential`); the torch
+compositions `energy_reference` and `gradient_hessian_reference` compute the same from the
+per-candidate ops, for the tests.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from typing import NamedTuple
 import torch
 
 from contactnet.ops import ipc
-from contactnet.ops.ipc import body_pair_derivatives_sum
+from contactnet.ops.ipc import affine_potential, affine_potential_derivatives, body_pair_derivatives_sum
 from contactnet.sim.affine import orthogonality_energy
 from contactnet.sim.packed import PackedScene
 
-__all__ = ["Coefficients", "FrictionLag", "chain_rule", "energy", "gradient_hessian"]
+__all__ = ["Coefficients", "FrictionLag", "chain_rule", "energy", "energy_reference", "gradient_hessian",
+           "gradient_hessian_reference"]
 
 
 class Coefficients(NamedTuple):
@@ -40,9 +44,26 @@ class FrictionLag(NamedTuple):
     mu: torch.Tensor
 
 
+def _fused_args(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionLag, x, cand: ipc.Candidates):
+    return (q, q_hat, w, scene.M, scene.ortho_weight, x, scene.rest, scene.faces, scene.edges, scene.vertex_body,
+            cand, x_t, lag.candidates, lag.mu, c.dt, c.dhat, c.kappa, c.eps_v)
+
+
 def energy(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionLag, x, cand: ipc.Candidates):
     """(E,) incremental potential of every environment at q (E, B, 12), with x = positions(q)
     (V, 3), q̂ (E, B, 12), w (E, B), xᵗ (V, 3) the positions at the step's start."""
+    return affine_potential(*_fused_args(scene, c, q, q_hat, w, x_t, lag, x, cand))
+
+
+def gradient_hessian(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionLag, x,
+                     cand: ipc.Candidates):
+    """Gradient (E, B·12) and dense PSD-projected Hessian (E, B·12, B·12) of `energy`."""
+    return affine_potential_derivatives(*_fused_args(scene, c, q, q_hat, w, x_t, lag, x, cand))
+
+
+def energy_reference(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionLag, x,
+                     cand: ipc.Candidates):
+    """`energy` composed of torch and the per-candidate ops."""
     h2 = c.dt ** 2
     dq = q - q_hat
     total = 0.5 * (w * torch.einsum("ebi,ebij,ebj->eb", dq, scene.M, dq)).sum(1)
@@ -64,9 +85,9 @@ def energy(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionL
     return total
 
 
-def gradient_hessian(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionLag, x,
-                     cand: ipc.Candidates):
-    """Gradient (E, B·12) and dense PSD-projected Hessian (E, B·12, B·12) of `energy`."""
+def gradient_hessian_reference(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionLag, x,
+                               cand: ipc.Candidates):
+    """`gradient_hessian` composed of torch, the per-candidate ops and the fused chain rule."""
     E, B = scene.num_envs, scene.max_bodies
     n, h2 = 12 * B, c.dt ** 2
     dq = q - q_hat

@@ -48,7 +48,11 @@ struct BodyPairDerivativesFunctor {
   T* grad;                // (N, 2, 12), or (num_bodies, 12) when summing
   T* hess;                // (N, 2, 2, 12, 12), or (num_blocks, 12, 12) when summing
   const int64_t* body_index;   // (N, 2) gradient rows when summing, else null
-  const int64_t* block_index;  // (N, 2, 2) Hessian rows when summing, else null
+  const int64_t* block_index;  // (N, 2, 2) Hessian rows when summing into blocks, else null
+  // When > 0 (summing, block_index null): hess is (E, 12B, 12B) dense per environment, B =
+  // dense_bodies, and block [s, t] adds at the rows and columns of bodies body_index[n, s], [n, t]
+  // (flat ids e·B + b).
+  int64_t dense_bodies = 0;
 
   // Summing: the CPU launch is serial, so a plain add; CUDA threads add concurrently.
   static CN_HD void add(T* p, T v) {
@@ -65,7 +69,7 @@ struct BodyPairDerivativesFunctor {
   CN_HD void operator()(int64_t index) const {
     const int64_t n = index / 4;
     const int s = static_cast<int>(index / 2 % 2), t = static_cast<int>(index % 2);
-    const bool sum = block_index != nullptr;
+    const bool sum = body_index != nullptr;
     T block[144], gblock[12];
     T* out = sum ? block : hess + index * 144;
     T* gout = sum ? gblock : grad + (2 * n + s) * 12;
@@ -108,7 +112,13 @@ struct BodyPairDerivativesFunctor {
       }
     if (!nonzero && !sum)
       for (int k = 0; k < 144; ++k) out[k] = T(0);
-    if (nonzero && sum) {
+    if (nonzero && sum && dense_bodies > 0) {
+      const int64_t B = dense_bodies, ld = 12 * B;
+      const int64_t bs = body_index[2 * n + s], bt = body_index[2 * n + t];
+      T* dst = hess + bs / B * ld * ld + 12 * (bs % B) * ld + 12 * (bt % B);
+      for (int k = 0; k < 12; ++k)
+        for (int l = 0; l < 12; ++l) add(dst + k * ld + l, block[12 * k + l]);
+    } else if (nonzero && sum) {
       T* dst = hess + block_index[index] * 144;
       for (int k = 0; k < 144; ++k) add(dst + k, block[k]);
     }

@@ -31,6 +31,10 @@
 //   int64, values (nnz,): the coalesced COO form of the (3V, 3V) sum of the blocks (CPU only; the
 //   Python wrapper sums on other devices with torch ops). Implemented in ipc_cpu.cpp.
 //
+// ipc_prune_candidates(vertices_t0, vertices_t1?, faces, edges, fv, ee, reach) -> fv, ee: the
+//   candidates that may come closer than reach on the linear motion t0 → t1 (or at t0), in order;
+//   a conservative bound from the distance at t0 and the vertices' displacements.
+//
 // ipc_ccd(vertices_t0, vertices_t1, faces, edges, fv, ee, min_distance, tmax,
 //         conservative_rescaling, max_iterations) -> (N,) time of impact in [0, tmax] (tmax: none).
 //
@@ -223,6 +227,37 @@ at::Tensor ipc_friction_impl(const at::Tensor& velocities, const at::Tensor& lag
                                      scalar_t(eps_v), order, out.data_ptr<scalar_t>()});
   });
   return out;
+}
+
+// ---- pruning candidate lists ----------------------------------------------------------------
+// The rows of fv, ee that may come closer than `reach` on v0 → v1 (PruneFunctor), in order. The
+// count is read on the host (a sync on a device).
+template <typename Launch>
+std::tuple<at::Tensor, at::Tensor> ipc_prune_candidates_impl(
+    const at::Tensor& v0, const std::optional<at::Tensor>& v1, const at::Tensor& faces,
+    const at::Tensor& edges, const at::Tensor& fv, const at::Tensor& ee, double reach,
+    const Launch& launch) {
+  check_vertices(v0, "vertices_t0");
+  if (v1.has_value()) {
+    check_vertices(*v1, "vertices_t1");
+    check_same_device_dtype(v0, "vertices_t0", *v1, "vertices_t1");
+    check_same_batch(v0, "vertices_t0", *v1, "vertices_t1");
+  }
+  check_mesh(v0, faces, edges, std::nullopt);
+  check_candidates(v0, faces, edges, fv, ee);
+  TORCH_CHECK(reach >= 0, "reach: expected >= 0, got ", reach);
+  const int64_t nfv = fv.size(0), n = nfv + ee.size(0);
+  at::Tensor keep = at::empty({n}, v0.options().dtype(at::kBool));
+  AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_prune_candidates", [&] {
+    CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
+                        fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), nfv};
+    launch(v0, n,
+           PruneFunctor<scalar_t>{st, v0.data_ptr<scalar_t>(),
+                                  v1.has_value() ? v1->data_ptr<scalar_t>() : nullptr,
+                                  scalar_t(reach), keep.data_ptr<bool>()});
+  });
+  return {fv.index_select(0, keep.narrow(0, 0, nfv).nonzero().squeeze(1)),
+          ee.index_select(0, keep.narrow(0, nfv, n - nfv).nonzero().squeeze(1))};
 }
 
 // ---- CCD ------------------------------------------------------------------------------------

@@ -347,6 +347,51 @@ struct FrictionFunctor {
   }
 };
 
+// Whether candidate i may come closer than `reach` on the linear motion v0 → v1 (v1 null: at v0).
+// Every point of a primitive moves by at most its vertices' largest displacement, so the distance
+// along the motion stays ≥ d(v0) − δ_a − δ_b (δ per side of the stencil); kept when that bound is
+// below reach (with a relative margin of 1e-9 against rounding). At v0 alone: d² < reach², the
+// test the barrier makes. Padding rows are dropped.
+template <typename T>
+struct PruneFunctor {
+  CandidateStencil st;
+  const T* v0;  // (V, 3)
+  const T* v1;  // (V, 3) or null
+  T reach;
+  bool* keep;  // (N,)
+
+  CN_HD void operator()(int64_t i) const {
+    if (st.padded(i)) {
+      keep[i] = false;
+      return;
+    }
+    int64_t id[4];
+    const bool is_ee = st.ids(i, id);
+    Vec3<T> v[4];
+    for (int k = 0; k < 4; ++k) v[k] = load3(v0 + 3 * id[k]);
+    T* const none = nullptr;
+    const T d2 = is_ee ? edge_edge_distance(v[0], v[1], v[2], v[3], none, none,
+                                            edge_edge_distance_type(v[0], v[1], v[2], v[3]))
+                       : point_triangle_distance(v[0], v[1], v[2], v[3], none, none,
+                                                 point_triangle_distance_type(v[0], v[1], v[2], v[3]));
+    if (!v1) {
+      keep[i] = d2 < reach * reach;
+      return;
+    }
+    T moved[2] = {T(0), T(0)};
+    const int split = is_ee ? 2 : 1;  // stencil vertices [0, split) are side a
+    for (int k = 0; k < 4; ++k) {
+      const Vec3<T> u = load3(v1 + 3 * id[k]);
+      const T dx = u.x - v[k].x, dy = u.y - v[k].y, dz = u.z - v[k].z;
+      const T m = sqrt(dx * dx + dy * dy + dz * dz);
+      T& side = moved[k < split ? 0 : 1];
+      side = m > side ? m : side;
+    }
+    const T d = sqrt(d2 > T(0) ? d2 : T(0));
+    keep[i] = d < (reach + moved[0] + moved[1]) * (T(1) + T(1e-9));
+  }
+};
+
 // Time of impact of candidate i between positions v0 and v1 (linear trajectories).
 template <typename T>
 struct CcdFunctor {

@@ -17,10 +17,12 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include <ATen/core/Tensor.h>
 
+#include "ipc/affine_potential.h"
 #include "ipc/body_derivatives.h"
 #include "ipc/ipc.h"
 #include "ipc/ipc_candidates.h"
@@ -120,6 +122,13 @@ struct IpcOps {
                                eps_v, Order, L::cheap);
   }
 
+  static std::tuple<Tensor, Tensor> prune_candidates(const Tensor& v0, const OptTensor& v1,
+                                                     const Tensor& faces, const Tensor& edges,
+                                                     const Tensor& fv, const Tensor& ee,
+                                                     double reach) {
+    return ipc_prune_candidates_impl(v0, v1, faces, edges, fv, ee, reach, L::cheap);
+  }
+
   static Tensor ccd(const Tensor& v0, const Tensor& v1, const Tensor& faces, const Tensor& edges,
                     const Tensor& fv, const Tensor& ee, double min_distance, double tmax,
                     double conservative_rescaling, int64_t max_iterations) {
@@ -142,6 +151,29 @@ struct IpcOps {
     return ipc_body_pair_derivatives_sum_impl(local_gradient, local_hessian, stencils,
                                               is_face_vertex, rest, body_index, block_index,
                                               num_bodies, num_blocks, L::ordered);
+  }
+
+  static Tensor affine_potential(const Tensor& q, const Tensor& q_hat, const Tensor& weight,
+                                 const Tensor& mass, const Tensor& ortho, const Tensor& vertices,
+                                 const Tensor& rest, const Tensor& faces, const Tensor& edges,
+                                 const Tensor& vertex_body, const Tensor& fv, const Tensor& ee,
+                                 const Tensor& lagged, const Tensor& lag_fv, const Tensor& lag_ee,
+                                 const Tensor& lag_mu, double dt, double dhat, double kappa,
+                                 double eps_v) {
+    return ipc_affine_potential_impl<L>(q, q_hat, weight, mass, ortho, vertices, rest, faces, edges,
+                                        vertex_body, fv, ee, lagged, lag_fv, lag_ee, lag_mu, dt,
+                                        dhat, kappa, eps_v);
+  }
+  static std::tuple<Tensor, Tensor> affine_potential_derivatives(
+      const Tensor& q, const Tensor& q_hat, const Tensor& weight, const Tensor& mass,
+      const Tensor& ortho, const Tensor& vertices, const Tensor& rest, const Tensor& faces,
+      const Tensor& edges, const Tensor& vertex_body, const Tensor& fv, const Tensor& ee,
+      const Tensor& lagged, const Tensor& lag_fv, const Tensor& lag_ee, const Tensor& lag_mu,
+      double dt, double dhat, double kappa, double eps_v) {
+    return ipc_affine_potential_derivatives_impl<L>(q, q_hat, weight, mass, ortho, vertices, rest,
+                                                    faces, edges, vertex_body, fv, ee, lagged,
+                                                    lag_fv, lag_ee, lag_mu, dt, dhat, kappa,
+                                                    eps_v);
   }
 };
 
@@ -212,6 +244,10 @@ void for_each_ipc_op(Visit&& visit) {
   visit("ipc_friction_potential_gradient", friction, &Ops::template friction_potential<1>);
   visit("ipc_friction_potential_hessian", friction, &Ops::template friction_potential<2>);
 
+  visit("ipc_prune_candidates",
+        "(Tensor vertices_t0, Tensor? vertices_t1, Tensor faces, Tensor edges, Tensor fv, "
+        "Tensor ee, float reach) -> (Tensor fv, Tensor ee)",
+        &Ops::prune_candidates);
   visit("ipc_ccd",
         "(Tensor vertices_t0, Tensor vertices_t1, Tensor faces, Tensor edges, Tensor fv, "
         "Tensor ee, float min_distance, float tmax, float conservative_rescaling, "
@@ -227,6 +263,17 @@ void for_each_ipc_op(Visit&& visit) {
         "Tensor rest_vertices, Tensor body_index, Tensor block_index, int num_bodies, "
         "int num_blocks) -> (Tensor gradient, Tensor hessian)",
         &Ops::body_pair_derivatives_sum);
+
+  const char* affine =
+      "(Tensor q, Tensor q_hat, Tensor weight, Tensor mass_matrix, Tensor ortho_weight, "
+      "Tensor vertices, Tensor rest_vertices, Tensor faces, Tensor edges, Tensor vertex_body, "
+      "Tensor fv, Tensor ee, Tensor lagged_vertices, Tensor lag_fv, Tensor lag_ee, "
+      "Tensor lag_mu, float dt, float dhat, float kappa, float eps_v)";
+  visit("ipc_affine_potential", (std::string(affine) + " -> Tensor").c_str(),
+        &Ops::affine_potential);
+  visit("ipc_affine_potential_derivatives",
+        (std::string(affine) + " -> (Tensor gradient, Tensor hessian)").c_str(),
+        &Ops::affine_potential_derivatives);
 }
 
 }  // namespace contactnet

@@ -238,6 +238,42 @@ def test_ccd_time_of_impact(min_distance):
           ipc.collision_free_step(*to_dev(V, V1, F, E), min_distance, body.to(DEVICE)), rtol=1e-9, atol=1e-12)
 
 
+def test_prune_candidates():
+    V, F, E = ipc_cases.random_triangle_soup(80, seed=7)
+    body = torch.arange(V.shape[0]) // 3
+    V1 = V + 0.02 * torch.randn(V.shape, generator=torch.Generator().manual_seed(7), dtype=V.dtype)
+    for v1 in (V1, None):
+        cand = ipc.swept_candidates(V, V if v1 is None else v1, F, E, 0.05, body)
+        want = ipc.prune_candidates(V, F, E, cand, 0.02, vertices_t1=v1)
+        assert 0 < want.count < cand.count
+        got = ipc.prune_candidates(*to_dev(V, F, E), ipc.Candidates(*to_dev(*cand)), 0.02,
+                                   vertices_t1=None if v1 is None else v1.to(DEVICE))
+        close(want.face_vertex, got.face_vertex, name="fv")  # in order on both devices
+        close(want.edge_edge, got.edge_edge, name="ee")
+
+
+def test_affine_potential_and_derivatives():
+    """The stepper's fused potential (CPU inputs from a CPU stepper, moved): energy, gradient and the
+    dense PSD-projected Hessian, with friction and padding rows."""
+    from contactnet.sim import Stepper, scenes
+    from tests.sim.test_affine_potential import potential_inputs, tilted_stack
+
+    for built in ([tilted_stack(0.02), tilted_stack(0.05)], [scenes.bowl_shake(seed=3)]):
+        sim = Stepper(built, mu=0.4)
+        for _ in range(200):
+            if sim.step().contacts.min() > 0:
+                break
+        packed, c, q, q_hat, w, x_t, lag, x, cand = potential_inputs(sim, 0, pad=4)
+        args = [q, q_hat, w, packed.M, packed.ortho_weight, x, packed.rest, packed.faces, packed.edges,
+                packed.vertex_body, cand, x_t, lag.candidates, lag.mu]
+        tail = (c.dt, c.dhat, c.kappa, c.eps_v)
+        dev = [ipc.Candidates(*to_dev(*a)) if isinstance(a, ipc.Candidates) else a.to(DEVICE) for a in args]
+        close(ipc.affine_potential(*args, *tail), ipc.affine_potential(*dev, *tail), name="energy")
+        for want, got, name in zip(ipc.affine_potential_derivatives(*args, *tail),
+                                   ipc.affine_potential_derivatives(*dev, *tail), ("gradient", "hessian")):
+            close(want, got, rtol=1e-10, atol=1e-10 * float(want.abs().max()), name=name)
+
+
 # ---- mesh queries ---------------------------------------------------------------------------------------
 
 

@@ -2,7 +2,8 @@
 (`candidates`: grid and fixed-capacity searches, and the body-level search of affine bodies), the
 log barrier, the barrier and friction potentials with gradients, (PSD-projected) Hessians and
 their assembly (`potentials`), conservative CCD (`ccd`), and the fused chain rule from contact stencils to affine body pairs
-(`body_derivatives`, the stepper's). C++ on CPU, CUDA on GPU, float32 or float64. Every public
+(`body_derivatives`, the stepper's), and the stepper's whole incremental potential of affine bodies
+with its derivatives in one op each (`affine_potential`). C++ on CPU, CUDA on GPU, float32 or float64. Every public
 name is importable from this package. (The dense torch chain rule to rigid / affine body DOFs, the
 tests' reference, is `contactnet.sim.reference`.)
 
@@ -31,6 +32,7 @@ Conventions (the same as IPC Toolkit 1.6.1, against which the tests compare):
 """
 
 from contactnet.ops._checks import trusted_indices
+from contactnet.ops.ipc.affine_potential import affine_potential, affine_potential_derivatives
 from contactnet.ops.ipc.body_derivatives import BodyPairDerivatives, body_pair_derivatives, body_pair_derivatives_sum
 from contactnet.ops.ipc.candidates import (
     BodySearch,
@@ -44,6 +46,7 @@ from contactnet.ops.ipc.candidates import (
     collision_candidates,
     collision_candidates_padded,
     mesh_edges,
+    prune_candidates,
     swept_candidates,
     swept_candidates_padded,
 )
@@ -87,6 +90,8 @@ __all__ = [
     "BodyTrees",
     "Candidates",
     "PaddedCandidates",
+    "affine_potential",
+    "affine_potential_derivatives",
     "assemble_hessian",
     "barrier",
     "barrier_potential",
@@ -122,6 +127,7 @@ __all__ = [
     "point_triangle_distance_squared",
     "point_triangle_distance_squared_gradient",
     "point_triangle_distance_squared_hessian",
+    "prune_candidates",
     "swept_candidates",
     "swept_candidates_padded",
     "trusted_indices",

@@ -1,0 +1,105 @@
+"""The incremental potential of affine bodies with IPC contact and lagged friction, as the stepper
+minimises it (`contactnet.sim.potential` documents the terms), in one op per order: the value per
+environment, or its gradient and dense PSD-projected Hessian per environment. The stencil
+derivatives go through the fused chain rule (`body_derivatives`) straight into each environment's
+system. C++ on CPU, CUDA on GPU (csrc/ipc/affine_potential.h), float32 or float64; the torch
+composition in `contactnet.sim.potential` is the tests' reference.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from contactnet._extension import load_extension
+from contactnet.ops._checks import (
+    as_index_tensor,
+    check_float_tensor,
+    check_index_values,
+    check_positive,
+    check_same_batch,
+    check_same_device,
+    ipc_candidate_args,
+    ipc_mesh_args,
+    values_checked_here,
+)
+from contactnet.ops.ipc.candidates import Candidates
+
+load_extension()
+
+__all__ = ["affine_potential", "affine_potential_derivatives"]
+
+
+def _args(q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body,
+          candidates, lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v):
+    check_float_tensor(q, "q", (None, None, 12))
+    E, B = q.shape[:2]
+    for name, t, shape in (("q_hat", q_hat, (E, B, 12)), ("weight", weight, (E, B)),
+                           ("mass_matrix", mass_matrix, (E, B, 12, 12)), ("ortho_weight", ortho_weight, (E, B)),
+                           ("rest_vertices", rest_vertices, (None, 3)),
+                           ("lagged_vertices", lagged_vertices, (None, 3))):
+        check_float_tensor(t, name, shape)
+        check_same_device(t, name, q, "q")
+        if t.dtype != q.dtype:
+            raise TypeError(f"{name}: expected {q.dtype} like q, got {t.dtype}")
+    faces, edges, _ = ipc_mesh_args(vertices, faces, edges)
+    check_same_device(vertices, "vertices", q, "q")
+    check_same_batch({"vertices": vertices, "rest_vertices": rest_vertices, "lagged_vertices": lagged_vertices})
+    vertex_body = as_index_tensor(vertex_body, "vertex_body", (vertices.shape[0],))
+    check_same_device(vertex_body, "vertex_body", q, "q")
+    if values_checked_here(vertex_body):
+        check_index_values(vertex_body, "vertex_body", E * B)
+    fv, ee = ipc_candidate_args(candidates, vertices, faces, edges)
+    lag_fv, lag_ee = ipc_candidate_args(lag_candidates, vertices, faces, edges)
+    check_float_tensor(lag_mu, "lag_mu", (lag_fv.shape[0] + lag_ee.shape[0],))
+    check_same_device(lag_mu, "lag_mu", q, "q")
+    for name, t in (("vertices", vertices), ("lag_mu", lag_mu)):
+        if t.dtype != q.dtype:
+            raise TypeError(f"{name}: expected {q.dtype} like q, got {t.dtype}")
+    return (q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body, fv, ee,
+            lagged_vertices, lag_fv, lag_ee, lag_mu, check_positive(dt, "dt"), check_positive(dhat, "dhat"),
+            check_positive(kappa, "kappa", allow_zero=True), check_positive(eps_v, "eps_v"))
+
+
+def affine_potential(q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body,
+                     candidates: Candidates, lagged_vertices, lag_candidates: Candidates, lag_mu, dt: float,
+                     dhat: float, kappa: float, eps_v: float) -> torch.Tensor:
+    """(E,) incremental potential of every environment:
+        Σ_b ½ w_b (q_b − q̂_b)ᵀ M_b (q_b − q̂_b) + h² Σ_b w_A,b ‖A_b A_bᵀ − I‖²_F
+        + h² κ Σ_k m_k b(d_k², d̂²) + h² Σ_j μ_j D_j (friction of the lagged pairs, `friction_potential`
+          with velocities x − xᵗ, κ, μ = 1 and ε_v·h, times μ_j).
+
+    q, q_hat (E, B, 12) affine states (p, a1, a2, a3) and their targets; weight (E, B) inertia
+    weights w; mass_matrix (E, B, 12, 12); ortho_weight (E, B) w_A = κ_A V. vertices (V, 3) the
+    positions at q, rest_vertices (V, 3) (mollifier thresholds), faces / edges of the packed
+    mesh, vertex_body (V,) each vertex's flat body e·B + b. candidates: a superset of the pairs
+    closer than d̂ (each counted in the environment of its first stencil vertex);
+    lagged_vertices (V, 3) xᵗ, lag_candidates and lag_mu (Nlag,) friction's lagged pairs and
+    their μ. dt h (s), dhat d̂ (m), kappa κ, eps_v (m/s). Candidate rows of -1 are padding.
+    Not differentiable (see `affine_potential_derivatives`).
+    """
+    return torch.ops.contactnet.ipc_affine_potential(*_args(
+        q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body, candidates,
+        lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v))
+
+
+def affine_potential_derivatives(q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges,
+                                 vertex_body, candidates: Candidates, lagged_vertices, lag_candidates: Candidates,
+                                 lag_mu, dt: float, dhat: float, kappa: float,
+                                 eps_v: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient (E, 12B) and dense Hessian (E, 12B, 12B) of `affine_potential` (same arguments) in
+    q, DOFs 12·b + k. The Hessian is Newton's: the orthogonality term projected to PSD per body, the
+    barrier per candidate (clamped eigenvalues), friction PSD by construction."""
+    return torch.ops.contactnet.ipc_affine_potential_derivatives(*_args(
+        q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body, candidates,
+        lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v))
+
+
+@torch.library.register_fake("contactnet::ipc_affine_potential")
+def _(q, *args):
+    return q.new_empty((q.shape[0],))
+
+
+@torch.library.register_fake("contactnet::ipc_affine_potential_derivatives")
+def _(q, *args):
+    n = 12 * q.shape[1]
+    return q.new_empty((q.shape[0], n)), q.new_empty((q.shape[0], n, n))

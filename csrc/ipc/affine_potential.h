@@ -1,0 +1,289 @@
+// The stepper's incremental potential of affine bodies (contactnet/sim/potential.py documents the
+// terms) in one op per order, so a Newton iteration costs two calls instead of a dozen ops and
+// the per-candidate 12×12 Hessians go straight into each environment's dense system.
+//
+// ipc_affine_potential(q (E, B, 12), q_hat (E, B, 12), weight (E, B), mass_matrix (E, B, 12, 12),
+//     ortho_weight (E, B), vertices (V, 3), rest_vertices (V, 3), faces (F, 3), edges (Ed, 2),
+//     vertex_body (V,) int64 flat body e·B + b, fv, ee (candidates closer than d̂, a superset),
+//     lagged_vertices (V, 3), lag_fv, lag_ee (friction's lagged candidates), lag_mu (Nlag,),
+//     dt, dhat, kappa, eps_v) -> (E,) the potential of every environment.
+// ipc_affine_potential_derivatives(same) -> gradient (E, 12B), hessian (E, 12B, 12B): the
+//     gradient and the PSD-projected Hessian (orthogonality and barrier terms projected per body
+//     and per candidate, friction PSD by construction), in q order (p, a1, a2, a3) per body.
+//
+// float64 or float32, one device. Rows of -1 in the candidate lists are padding. The sums over
+// candidates run in candidate order on the CPU (deterministic) and atomically on a GPU.
+#pragma once
+
+#include <tuple>
+#include <utility>
+
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+
+#include "common/checks.h"
+#include "common/macros.h"
+#include "common/psd.h"
+#include "ipc/body_derivatives.h"
+#include "ipc/ipc.h"
+
+namespace contactnet {
+
+// Per body k = e·B + b: inertia ½ w (q − q̂)ᵀ M (q − q̂) and h² times the orthogonality energy
+// Φ = w_A ‖A Aᵀ − I‖²_F (A's rows a_i = q[3 + 3i …]), with
+//   ∂Φ/∂a_k = 4 w_A Σ_j c_kj a_j,   ∂²Φ/∂a_k∂a_l = 4 w_A (δ_kl AᵀA + a_l a_kᵀ + c_kl I),
+// C = A Aᵀ − I; the 9×9 Hessian projected to PSD (it is indefinite under compression).
+// Writes the energy, or the gradient row and the diagonal block of the dense Hessian.
+template <typename T>
+struct AffineBodyFunctor {
+  const T* q;       // (E·B, 12)
+  const T* q_hat;   // (E·B, 12)
+  const T* weight;  // (E·B,)
+  const T* mass;    // (E·B, 12, 12)
+  const T* ortho;   // (E·B,)
+  T h2;
+  int64_t B;
+  T* energy;  // (E·B,) or null
+  T* grad;    // (E·B, 12) or null
+  T* hess;    // (E, 12B, 12B) or null
+
+  CN_HD void operator()(int64_t k) const {
+    const T* qk = q + 12 * k;
+    const T* Mk = mass + 144 * k;
+    const T w = weight[k], wa = ortho[k];
+    T dq[12], Mdq[12];
+    for (int r = 0; r < 12; ++r) dq[r] = qk[r] - q_hat[12 * k + r];
+    for (int r = 0; r < 12; ++r) {
+      T s = T(0);
+      for (int c = 0; c < 12; ++c) s += Mk[12 * r + c] * dq[c];
+      Mdq[r] = s;
+    }
+    T A[3][3], C[3][3];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) A[i][j] = qk[3 + 3 * i + j];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        T s = T(0);
+        for (int c = 0; c < 3; ++c) s += A[i][c] * A[j][c];
+        C[i][j] = s - T(i == j);
+      }
+    if (energy) {
+      T inertia = T(0), phi = T(0);
+      for (int r = 0; r < 12; ++r) inertia += dq[r] * Mdq[r];
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) phi += C[i][j] * C[i][j];
+      energy[k] = T(0.5) * w * inertia + h2 * wa * phi;
+      return;
+    }
+    T* g = grad + 12 * k;
+    for (int r = 0; r < 12; ++r) g[r] = w * Mdq[r];
+    for (int a = 0; a < 3; ++a)  // row a: 4 w_A Σ_j c_aj a_j
+      for (int i = 0; i < 3; ++i) {
+        T s = T(0);
+        for (int j = 0; j < 3; ++j) s += C[a][j] * A[j][i];
+        g[3 + 3 * a + i] += h2 * T(4) * wa * s;
+      }
+    T AtA[3][3];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        T s = T(0);
+        for (int c = 0; c < 3; ++c) s += A[c][i] * A[c][j];
+        AtA[i][j] = s;
+      }
+    T Ho[81];  // [(a, i), (b, j)]
+    for (int a = 0; a < 3; ++a)
+      for (int i = 0; i < 3; ++i)
+        for (int b = 0; b < 3; ++b)
+          for (int j = 0; j < 3; ++j) {
+            T h = A[b][i] * A[a][j];
+            if (a == b) h += AtA[i][j];
+            if (i == j) h += C[a][b];
+            Ho[(3 * a + i) * 9 + 3 * b + j] = T(4) * wa * h;
+          }
+    for (int r = 0; r < 9; ++r)
+      for (int c = r + 1; c < 9; ++c) Ho[9 * r + c] = Ho[9 * c + r] = T(0.5) * (Ho[9 * r + c] + Ho[9 * c + r]);
+    project_to_psd(Ho, 9, 9);
+    const int64_t ld = 12 * B, b = k % B;
+    T* H = hess + (k / B) * ld * ld + 12 * b * ld + 12 * b;
+    for (int r = 0; r < 12; ++r)
+      for (int c = 0; c < 12; ++c) {
+        T h = w * Mk[12 * r + c];
+        if (r >= 3 && c >= 3) h += h2 * Ho[9 * (r - 3) + c - 3];
+        H[r * ld + c] = h;
+      }
+  }
+};
+
+// Stencil (N, 4), kind and bodies of candidate i: body[i] = the flat bodies of stencil vertices 0
+// and 3 (face–vertex: p | t0 t1 t2, edge–edge: ea0 ea1 | eb0 eb1). Padding rows: stencil -1,
+// bodies 0 (the sums skip them).
+struct CandidateBodiesFunctor {
+  CandidateStencil st;
+  const int64_t* vertex_body;
+  int64_t* stencils;  // (N, 4)
+  bool* is_fv;        // (N,)
+  int64_t* body;      // (N, 2)
+
+  CN_HD void operator()(int64_t i) const {
+    is_fv[i] = i < st.nfv;
+    if (st.padded(i)) {
+      for (int k = 0; k < 4; ++k) stencils[4 * i + k] = -1;
+      body[2 * i] = body[2 * i + 1] = 0;
+      return;
+    }
+    int64_t id[4];
+    st.ids(i, id);
+    for (int k = 0; k < 4; ++k) stencils[4 * i + k] = id[k];
+    body[2 * i] = vertex_body[id[0]];
+    body[2 * i + 1] = vertex_body[id[3]];
+  }
+};
+
+struct CandidateBodies {
+  at::Tensor stencils, is_fv, body;
+};
+
+template <typename Launch>
+CandidateBodies candidate_bodies(const at::Tensor& faces, const at::Tensor& edges,
+                                 const at::Tensor& fv, const at::Tensor& ee,
+                                 const at::Tensor& vertex_body, const Launch& launch) {
+  const int64_t nfv = fv.size(0), n = nfv + ee.size(0);
+  CandidateBodies out{at::empty({n, 4}, faces.options()),
+                      at::empty({n}, faces.options().dtype(at::kBool)),
+                      at::empty({n, 2}, faces.options())};
+  CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
+                      fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), nfv};
+  launch(faces, n,
+         CandidateBodiesFunctor{st, vertex_body.data_ptr<int64_t>(),
+                                out.stencils.data_ptr<int64_t>(), out.is_fv.data_ptr<bool>(),
+                                out.body.data_ptr<int64_t>()});
+  return out;
+}
+
+inline void check_affine_potential_inputs(
+    const at::Tensor& q, const at::Tensor& q_hat, const at::Tensor& weight,
+    const at::Tensor& mass, const at::Tensor& ortho, const at::Tensor& vertices,
+    const at::Tensor& rest, const at::Tensor& faces, const at::Tensor& edges,
+    const at::Tensor& vertex_body, const at::Tensor& fv, const at::Tensor& ee,
+    const at::Tensor& lagged, const at::Tensor& lag_fv, const at::Tensor& lag_ee,
+    const at::Tensor& lag_mu, double dt, double dhat, double kappa, double eps_v) {
+  check_float_input(q, "q", {-1, -1, 12});
+  const int64_t E = q.size(0), B = q.size(1);
+  check_float_input(q_hat, "q_hat", {E, B, 12});
+  check_float_input(weight, "weight", {E, B});
+  check_float_input(mass, "mass_matrix", {E, B, 12, 12});
+  check_float_input(ortho, "ortho_weight", {E, B});
+  const std::pair<const at::Tensor*, const char*> floats[] = {
+      {&q_hat, "q_hat"},     {&weight, "weight"},         {&mass, "mass_matrix"},
+      {&ortho, "ortho_weight"}, {&vertices, "vertices"}, {&rest, "rest_vertices"},
+      {&lagged, "lagged_vertices"}, {&lag_mu, "lag_mu"}};
+  for (const auto& [t, name] : floats) check_same_device_dtype(*t, name, q, "q");
+  check_vertices(vertices, "vertices");
+  check_vertices(rest, "rest_vertices");
+  check_vertices(lagged, "lagged_vertices");
+  check_same_batch(vertices, "vertices", rest, "rest_vertices");
+  check_same_batch(vertices, "vertices", lagged, "lagged_vertices");
+  check_mesh(vertices, faces, edges, std::nullopt);
+  check_index_input(vertex_body, "vertex_body", {vertices.size(0)}, E * B);
+  check_candidates(vertices, faces, edges, fv, ee);
+  check_candidates(vertices, faces, edges, lag_fv, lag_ee);
+  check_float_input(lag_mu, "lag_mu", {lag_fv.size(0) + lag_ee.size(0)});
+  TORCH_CHECK(dt > 0 && dhat > 0 && kappa >= 0 && eps_v > 0,
+              "dt, dhat, eps_v: expected > 0 and kappa >= 0, got ", dt, ", ", dhat, ", ", eps_v,
+              ", ", kappa);
+}
+
+template <typename L>
+at::Tensor ipc_affine_potential_impl(
+    const at::Tensor& q, const at::Tensor& q_hat, const at::Tensor& weight,
+    const at::Tensor& mass, const at::Tensor& ortho, const at::Tensor& vertices,
+    const at::Tensor& rest, const at::Tensor& faces, const at::Tensor& edges,
+    const at::Tensor& vertex_body, const at::Tensor& fv, const at::Tensor& ee,
+    const at::Tensor& lagged, const at::Tensor& lag_fv, const at::Tensor& lag_ee,
+    const at::Tensor& lag_mu, double dt, double dhat, double kappa, double eps_v) {
+  check_affine_potential_inputs(q, q_hat, weight, mass, ortho, vertices, rest, faces, edges,
+                                vertex_body, fv, ee, lagged, lag_fv, lag_ee, lag_mu, dt, dhat,
+                                kappa, eps_v);
+  const int64_t E = q.size(0), B = q.size(1);
+  const double h2 = dt * dt;
+  at::Tensor per_body = at::empty({E, B}, q.options());
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential", [&] {
+    L::cheap(q, E * B,
+             AffineBodyFunctor<scalar_t>{q.data_ptr<scalar_t>(), q_hat.data_ptr<scalar_t>(),
+                                         weight.data_ptr<scalar_t>(), mass.data_ptr<scalar_t>(),
+                                         ortho.data_ptr<scalar_t>(), scalar_t(h2), B,
+                                         per_body.data_ptr<scalar_t>(), nullptr, nullptr});
+  });
+  at::Tensor total = per_body.sum(1);
+  // Each candidate's energy goes to the environment of its first stencil vertex.
+  auto add_by_env = [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& value) {
+    const CandidateBodies cb = candidate_bodies(faces, edges, a, b, vertex_body, L::cheap);
+    total.index_add_(0, cb.body.select(1, 0).div(B, "floor"), value);
+  };
+  if (fv.size(0) + ee.size(0) > 0)
+    add_by_env(fv, ee, std::get<0>(ipc_barrier_potential_impl(vertices, rest, faces, edges, fv, ee,
+                                                             dhat, h2 * kappa, 0, false, L::cheap)));
+  if (lag_fv.size(0) + lag_ee.size(0) > 0) {
+    at::Tensor d = ipc_friction_impl(vertices.sub(lagged), lagged, rest, faces, edges, lag_fv, lag_ee,
+                                     dhat, kappa, 1.0, eps_v * dt, 0, L::cheap);
+    add_by_env(lag_fv, lag_ee, lag_mu.mul(h2).mul_(d));
+  }
+  return total;
+}
+
+template <typename L>
+std::tuple<at::Tensor, at::Tensor> ipc_affine_potential_derivatives_impl(
+    const at::Tensor& q, const at::Tensor& q_hat, const at::Tensor& weight,
+    const at::Tensor& mass, const at::Tensor& ortho, const at::Tensor& vertices,
+    const at::Tensor& rest, const at::Tensor& faces, const at::Tensor& edges,
+    const at::Tensor& vertex_body, const at::Tensor& fv, const at::Tensor& ee,
+    const at::Tensor& lagged, const at::Tensor& lag_fv, const at::Tensor& lag_ee,
+    const at::Tensor& lag_mu, double dt, double dhat, double kappa, double eps_v) {
+  check_affine_potential_inputs(q, q_hat, weight, mass, ortho, vertices, rest, faces, edges,
+                                vertex_body, fv, ee, lagged, lag_fv, lag_ee, lag_mu, dt, dhat,
+                                kappa, eps_v);
+  const int64_t E = q.size(0), B = q.size(1), n = 12 * B;
+  const double h2 = dt * dt;
+  at::Tensor grad = at::empty({E, n}, q.options());
+  at::Tensor hess = at::zeros({E, n, n}, q.options());
+  // Candidates' stencil derivatives carried to their two bodies and added into the dense system.
+  auto add_contacts = [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& local_grad,
+                          const at::Tensor& local_hess) {
+    const CandidateBodies cb = candidate_bodies(faces, edges, a, b, vertex_body, L::cheap);
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential_derivatives", [&] {
+      auto f = body_pair_functor<scalar_t>(local_grad, local_hess, cb.stencils, cb.is_fv, rest,
+                                           grad, hess, cb.body.data_ptr<int64_t>(), nullptr);
+      f.dense_bodies = B;
+      L::ordered(q, 4 * cb.stencils.size(0), f);
+    });
+  };
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential_derivatives", [&] {
+    L::cheap(q, E * B,
+             AffineBodyFunctor<scalar_t>{q.data_ptr<scalar_t>(), q_hat.data_ptr<scalar_t>(),
+                                         weight.data_ptr<scalar_t>(), mass.data_ptr<scalar_t>(),
+                                         ortho.data_ptr<scalar_t>(), scalar_t(h2), B, nullptr,
+                                         grad.data_ptr<scalar_t>(), hess.data_ptr<scalar_t>()});
+  });
+  if (fv.size(0) + ee.size(0) > 0) {
+    // The projected-Hessian launch may share features and then writes Hessians only.
+    at::Tensor g = std::get<1>(ipc_barrier_potential_impl(vertices, rest, faces, edges, fv, ee,
+                                                          dhat, h2 * kappa, 1, false, L::cheap));
+    at::Tensor h = std::get<2>(ipc_barrier_potential_impl(vertices, rest, faces, edges, fv, ee,
+                                                          dhat, h2 * kappa, 2, true, L::hessian));
+    add_contacts(fv, ee, g, h);
+  }
+  if (lag_fv.size(0) + lag_ee.size(0) > 0) {
+    const at::Tensor u = vertices.sub(lagged);
+    const at::Tensor scale = lag_mu.mul(h2);
+    at::Tensor g = ipc_friction_impl(u, lagged, rest, faces, edges, lag_fv, lag_ee, dhat, kappa,
+                                     1.0, eps_v * dt, 1, L::cheap);
+    at::Tensor h = ipc_friction_impl(u, lagged, rest, faces, edges, lag_fv, lag_ee, dhat, kappa,
+                                     1.0, eps_v * dt, 2, L::heavy);
+    add_contacts(lag_fv, lag_ee, g.mul_(scale.unsqueeze(1)), h.mul_(scale.view({-1, 1, 1})));
+  }
+  return {grad, hess};
+}
+
+}  // namespace contactnet
