@@ -21,8 +21,8 @@ import torch
 from contactnet.ops import ipc
 from contactnet.sim.packed import PackedScene
 
-__all__ = ["PaddedSearch", "body_search", "candidate_distances", "search", "search_all_primitives", "search_padded",
-           "search_padded_all_primitives"]
+__all__ = ["NeighbourList", "PaddedSearch", "body_search", "candidate_distances", "displacement_bound", "search",
+           "search_all_primitives", "search_padded", "search_padded_all_primitives"]
 
 
 class PaddedSearch(NamedTuple):
@@ -162,6 +162,62 @@ def search_padded_all_primitives(scene: PackedScene, x0: torch.Tensor, x1: torch
     ee_ok &= ee[:, 0] >= 0
     return PaddedSearch(ipc.Candidates(torch.where(fv_ok[:, None], fv, -1), torch.where(ee_ok[:, None], ee, -1)),
                         found.overflow)
+
+
+def displacement_bound(scene: PackedScene, dq: torch.Tensor) -> torch.Tensor:
+    """(E,) bound on how far any point of an environment's bodies moves under the state change dq
+    (E, B, 12): |Δp| + ‖ΔA‖_F · radius per body (x = A x0 + p, |x0| ≤ radius)."""
+    return (dq[..., :3].norm(dim=-1) + dq[..., 3:].norm(dim=-1) * scene.radius).amax(1)
+
+
+class NeighbourList:
+    """Verlet lists for the adaptive stepper: the pairs closer than reach + 2m at a base state
+    (a broad-phase search, then the exact distances), reused by every query, static or swept,
+    whose states all stay within m of the base. A point moves by at most m from its base position
+    (`displacement_bound`; on a segment by at most the larger of its endpoints'), so a pair at
+    least reach + 2m apart at the base stays at least reach apart: the pairs the query needs are
+    all in the list, and pruning it to the query (`ipc.prune_candidates`) costs in proportion to
+    the contacts. A query that leaves the margin searches again at its start, with m the larger
+    of reach and twice its own move (the Newton iterations after a step's first move less); a
+    move longer than max_margin · reach / 2 (a fast body, an impact) is searched on its own, so the
+    lists stay short.
+
+    Same pairs within reach as `search`; a superset only of the pairs that never come within reach,
+    which CCD and the potential ignore (CCD's conservative stop may differ for those, safely)."""
+
+    def __init__(self, max_margin: float = 4.0):
+        self.max_margin = max_margin  # in units of reach
+        self.base = None  # (q, reach, margin, environments covered, pairs)
+
+    def query(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None, active=None) -> ipc.Candidates:
+        """`search(...)` pruned to the pairs that may come within reach on x0 → x1 (or at x0)."""
+        env = torch.ones(scene.num_envs, dtype=torch.bool, device=x0.device) if active is None else active
+        if not self._covers(scene, reach, q0, q1, env):
+            move = displacement_bound(scene, q1 - q0)[env] if q1 is not None else None
+            move = float(move.max()) if move is not None and move.numel() else 0.0
+            if move > self.max_margin * reach / 2:  # a long move (a step's first): search it alone
+                found = search(scene, x0, x1, reach, q0, q1, active)
+                return ipc.prune_candidates(x0, scene.faces, scene.edges, found, reach, vertices_t1=x1)
+            margin = max(reach, 2 * move)
+            found = search(scene, x0, None, reach + 2 * margin, q0, None, active)
+            pairs = ipc.prune_candidates(x0, scene.faces, scene.edges, found, reach + 2 * margin)
+            self.base = (q0.clone(), reach, margin * (1 - 1e-9), env.clone(), pairs)
+        fv, ee = self.base[4]
+        if not bool(env.all()):
+            fv = fv[env[scene.vertex_env[fv[:, 0]]]]
+            ee = ee[env[scene.vertex_env[scene.edges[ee[:, 0], 0]]]]
+        return ipc.prune_candidates(x0, scene.faces, scene.edges, ipc.Candidates(fv, ee), reach, vertices_t1=x1)
+
+    def _covers(self, scene: PackedScene, reach: float, q0, q1, env) -> bool:
+        """Whether the list holds every pair the query needs: same reach, its environments, and
+        every state of the query within the margin of the base."""
+        if self.base is None or self.base[1] != reach or not bool((self.base[3] | ~env).all()):
+            return False
+        q_base, margin = self.base[0], self.base[2]
+        for q in (q0, q1):
+            if q is not None and not bool(((displacement_bound(scene, q - q_base) <= margin) | ~env).all()):
+                return False
+        return True
 
 
 def candidate_distances(scene: PackedScene, x: torch.Tensor, cand: ipc.Candidates) -> torch.Tensor:

@@ -113,6 +113,7 @@ class Adaptive(StepMode):
     def __init__(self, max_iterations: int, on_failure: str, device: torch.device):
         super().__init__(on_failure, device)
         self.newton_iterations = max_iterations
+        self.neighbours = contact_search.NeighbourList()
 
     def stop(self, mask: torch.Tensor) -> bool:
         return bool(mask.all())  # a host read
@@ -122,11 +123,11 @@ class Adaptive(StepMode):
     def search(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None, active=None) -> ipc.Candidates:
         """Compacted pairs of the active environments only, pruned to those that may really come
         within reach (`ipc.prune_candidates`: the broad phase's boxes keep about a hundred times
-        more, e.g. around a shaken bowl): CCD, the derivatives and the line-search energies of the
-        next iterations then cost in proportion to the contacts of the environments still
-        iterating, not to the scene."""
-        found = contact_search.search(scene, x0, x1, reach, q0, q1, active)
-        return ipc.prune_candidates(x0, scene.faces, scene.edges, found, reach, vertices_t1=x1)
+        more, e.g. around a shaken bowl), from a Verlet list that a broad-phase search refreshes
+        only when the bodies leave its margin (`contact_search.NeighbourList`): CCD, the
+        derivatives and the line-search energies of the next iterations then cost in proportion
+        to the contacts of the environments still iterating, not to the scene."""
+        return self.neighbours.query(scene, x0, x1, reach, q0, q1, active)
 
     def solve(self, H, grad, scale, eye):
         """−H⁻¹g, shifting only environments whose H does not factorise (flat shells, free affine

@@ -64,9 +64,7 @@ class PackedScene:
     def positions(self, q: torch.Tensor) -> torch.Tensor:
         """(V, 3) vertex positions x = A x0 + p of all environments' bodies (each in its own
         environment's frame), packed in scene order."""
-        qf = q.reshape(-1, 12)[self.vertex_body]
-        A = qf[:, 3:].reshape(-1, 3, 3)
-        return torch.einsum("vij,vj->vi", A, self.rest) + qf[:, :3]
+        return ipc.affine_positions(q, self.rest, self.vertex_body)
 
     def script_targets(self, q: torch.Tensor, t: torch.Tensor,
                        normalize: Callable[[torch.Tensor], torch.Tensor] = checked_script_poses) -> torch.Tensor:

@@ -45,8 +45,9 @@ class FrictionLag(NamedTuple):
 
 
 def _fused_args(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionLag, x, cand: ipc.Candidates):
+    fcand, fmu = lag
     return (q, q_hat, w, scene.M, scene.ortho_weight, x, scene.rest, scene.faces, scene.edges, scene.vertex_body,
-            cand, x_t, lag.candidates, lag.mu, c.dt, c.dhat, c.kappa, c.eps_v)
+            cand, x_t, fcand, fmu, c.dt, c.dhat, c.kappa, c.eps_v)
 
 
 def energy(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionLag, x, cand: ipc.Candidates):

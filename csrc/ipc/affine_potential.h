@@ -11,6 +11,9 @@
 //     gradient and the PSD-projected Hessian (orthogonality and barrier terms projected per body
 //     and per candidate, friction PSD by construction), in q order (p, a1, a2, a3) per body.
 //
+// ipc_affine_positions(q (nb, 12), rest_vertices (V, 3), vertex_body (V,) int64 in [0, nb))
+//     -> (V, 3) x = A x0 + p of every vertex under its body's affine map.
+//
 // float64 or float32, one device. Rows of -1 in the candidate lists are padding. The sums over
 // candidates run in candidate order on the CPU (deterministic) and atomically on a GPU.
 #pragma once
@@ -21,6 +24,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/zeros.h>
 
 #include "common/checks.h"
@@ -115,6 +119,39 @@ struct AffineBodyFunctor {
       }
   }
 };
+
+template <typename T>
+struct AffinePositionsFunctor {
+  const T* q;     // (nb, 12)
+  const T* rest;  // (V, 3)
+  const int64_t* vertex_body;
+  T* out;  // (V, 3)
+
+  CN_HD void operator()(int64_t v) const {
+    const T* qb = q + 12 * vertex_body[v];
+    const T* x0 = rest + 3 * v;
+    for (int i = 0; i < 3; ++i)
+      out[3 * v + i] = qb[3 + 3 * i] * x0[0] + qb[4 + 3 * i] * x0[1] + qb[5 + 3 * i] * x0[2] + qb[i];
+  }
+};
+
+template <typename L>
+at::Tensor ipc_affine_positions_impl(const at::Tensor& q, const at::Tensor& rest,
+                                     const at::Tensor& vertex_body) {
+  check_float_input(q, "q", {-1, 12});
+  check_vertices(rest, "rest_vertices");
+  check_same_device_dtype(rest, "rest_vertices", q, "q");
+  check_index_input(vertex_body, "vertex_body", {rest.size(0)}, q.size(0));
+  check_same_device(vertex_body, "vertex_body", q, "q");
+  at::Tensor out = at::empty_like(rest);
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_positions", [&] {
+    L::cheap(q, rest.size(0),
+             AffinePositionsFunctor<scalar_t>{q.data_ptr<scalar_t>(), rest.data_ptr<scalar_t>(),
+                                              vertex_body.data_ptr<int64_t>(),
+                                              out.data_ptr<scalar_t>()});
+  });
+  return out;
+}
 
 // Stencil (N, 4), kind and bodies of candidate i: body[i] = the flat bodies of stencil vertices 0
 // and 3 (face–vertex: p | t0 t1 t2, edge–edge: ea0 ea1 | eb0 eb1). Padding rows: stencil -1,

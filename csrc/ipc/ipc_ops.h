@@ -153,6 +153,9 @@ struct IpcOps {
                                               num_bodies, num_blocks, L::ordered);
   }
 
+  static Tensor affine_positions(const Tensor& q, const Tensor& rest, const Tensor& vertex_body) {
+    return ipc_affine_positions_impl<L>(q, rest, vertex_body);
+  }
   static Tensor affine_potential(const Tensor& q, const Tensor& q_hat, const Tensor& weight,
                                  const Tensor& mass, const Tensor& ortho, const Tensor& vertices,
                                  const Tensor& rest, const Tensor& faces, const Tensor& edges,
@@ -264,6 +267,8 @@ void for_each_ipc_op(Visit&& visit) {
         "int num_blocks) -> (Tensor gradient, Tensor hessian)",
         &Ops::body_pair_derivatives_sum);
 
+  visit("ipc_affine_positions", "(Tensor q, Tensor rest_vertices, Tensor vertex_body) -> Tensor",
+        &Ops::affine_positions);
   const char* affine =
       "(Tensor q, Tensor q_hat, Tensor weight, Tensor mass_matrix, Tensor ortho_weight, "
       "Tensor vertices, Tensor rest_vertices, Tensor faces, Tensor edges, Tensor vertex_body, "

@@ -158,26 +158,66 @@ def test_prune_drops_padding_and_rejects_bad_arguments():
 
 
 def test_trajectories_equal_the_unfused_unpruned_stepper(monkeypatch):
-    """The fused potential and the pruned candidate lists are the same math. 30 steps of a tilted
-    stack with friction end within 1e-12 m of the torch-composed potential on the broad phase's
-    full lists; the shaken bowl, whose objects land in those steps (one step takes 73 Newton
-    iterations), within 1e-7 m, the Newton tolerance of a step (tolerance · dt): the two sum in
-    different orders, and an impact amplifies the last bits. Pruning alone changes no bit."""
-    def run(fused: bool, pruned: bool):
+    """The fused potential, the pruning and the neighbour lists are the same math as the torch
+    potential on every Newton iteration's full broad-phase list. 30 steps of a tilted stack with
+    friction end within 1e-12 m of it; the shaken bowl, whose objects land in those steps (one
+    step takes 73 Newton iterations), within 1e-7 m, the Newton tolerance of a step (tolerance ·
+    dt): the two sum in different orders, and an impact amplifies the last bits."""
+    from contactnet.sim import contact_search
+    from contactnet.sim.modes import Adaptive
+
+    def run(reference: bool):
         with monkeypatch.context() as m:
-            if not fused:
+            if reference:
                 m.setattr(potential, "energy", potential.energy_reference)
                 m.setattr(potential, "gradient_hessian", potential.gradient_hessian_reference)
-            if not pruned:
-                m.setattr(ipc, "prune_candidates", lambda x0, faces, edges, cand, reach, vertices_t1=None: cand)
+                m.setattr(Adaptive, "search", lambda self, scene, x0, x1, reach, q0, q1=None, active=None:
+                          contact_search.search(scene, x0, x1, reach, q0, q1, active))
             sims = [Stepper(tilted_stack(), mu=0.4), Stepper([scenes.bowl_shake(seed=1)])]
             for sim in sims:
                 for _ in range(30):
                     sim.step()
             return [sim.positions(sim.q) for sim in sims]
 
-    (stack, bowl), (stack_ref, bowl_ref) = run(True, True), run(False, False)
+    (stack, bowl), (stack_ref, bowl_ref) = run(False), run(True)
     assert float((stack - stack_ref).abs().max()) < 1e-12
     assert float((bowl - bowl_ref).abs().max()) < 1e-7
-    unpruned_stack, unpruned_bowl = run(True, False)
-    assert torch.equal(stack, unpruned_stack) and torch.equal(bowl, unpruned_bowl)
+
+
+def test_neighbour_list_holds_every_pair_within_reach(monkeypatch):
+    """Queries of a Verlet list (static and swept, small moves reuse it, long ones search alone)
+    return every pair that the broad phase + pruning returns and that is within reach at either
+    end of the move; the list is searched again only when a query leaves its margin."""
+    from contactnet.sim import contact_search
+
+    sim = Stepper([tilted_stack(0.02), tilted_stack(0.05)], mu=0.4)
+    for _ in range(3):
+        sim.step()
+    P, reach = sim.packed, sim.dhat
+    searches = []
+    real_search = contact_search.search
+    monkeypatch.setattr(contact_search, "search", lambda *a, **k: searches.append(a[3]) or real_search(*a, **k))
+    lists = contact_search.NeighbourList()
+    g = torch.Generator().manual_seed(3)
+    q0 = sim.q
+    for move, active in [(0.0, None), (0.3, None), (0.5, torch.tensor([True, False])), (1.5, None), (10.0, None)]:
+        d = torch.randn(q0.shape, generator=g, dtype=q0.dtype) * sim.free_dof[..., None]
+        q1 = q0 + d * (move * reach / float(contact_search.displacement_bound(P, d).max()))
+        x0, x1 = sim.positions(q0), sim.positions(q1)
+        swept = move > 0
+        got = lists.query(P, x0, x1 if swept else None, reach, q0, q1 if swept else None, active)
+        want = ipc.prune_candidates(x0, P.faces, P.edges, real_search(P, x0, x1 if swept else None, reach, q0,
+                                                                      q1 if swept else None, active),
+                                    reach, vertices_t1=x1 if swept else None)
+        near = [d2 < reach**2 for d2 in (_pair_distances(x, P.faces, P.edges, want) for x in (x0, x1))]
+        nfv = want.face_vertex.shape[0]
+        needed = near[0] | near[1] if swept else near[0]
+        got_rows = [{tuple(r) for r in t.tolist()} for t in got]
+        for kind, rows in enumerate(want):
+            mask = needed[:nfv] if kind == 0 else needed[nfv:]
+            assert all(tuple(r) in got_rows[kind] for r in rows[mask].tolist())
+        assert bool(needed.any())
+    # moves in units of reach: built at the static query (margin = reach); 0.3 and 0.5 reuse it
+    # (the latter for one environment); 1.5 leaves the margin and rebuilds with margin 3; 10
+    # searches alone
+    assert searches == pytest.approx([3 * reach, 7 * reach, reach])

@@ -26,7 +26,25 @@ from contactnet.ops.ipc.candidates import Candidates
 
 load_extension()
 
-__all__ = ["affine_potential", "affine_potential_derivatives"]
+__all__ = ["affine_positions", "affine_potential", "affine_potential_derivatives"]
+
+
+def affine_positions(q, rest_vertices, vertex_body) -> torch.Tensor:
+    """(V, 3) positions x = A x0 + p of rest vertices x0 (V, 3) under their bodies' affine states
+    q (nb, 12) = (p, rows of A) (or (..., 12), flattened); vertex_body (V,) ids in [0, nb)."""
+    if not isinstance(q, torch.Tensor) or q.ndim == 0 or q.shape[-1] != 12:
+        raise ValueError(f"q: expected a tensor of shape (..., 12), got {getattr(q, 'shape', type(q).__name__)}")
+    q = q.reshape(-1, 12).contiguous()
+    check_float_tensor(q, "q", (None, 12))
+    check_float_tensor(rest_vertices, "rest_vertices", (None, 3))
+    check_same_device(rest_vertices, "rest_vertices", q, "q")
+    if rest_vertices.dtype != q.dtype:
+        raise TypeError(f"rest_vertices: expected {q.dtype} like q, got {rest_vertices.dtype}")
+    vertex_body = as_index_tensor(vertex_body, "vertex_body", (rest_vertices.shape[0],))
+    check_same_device(vertex_body, "vertex_body", q, "q")
+    if values_checked_here(vertex_body):
+        check_index_values(vertex_body, "vertex_body", q.shape[0])
+    return torch.ops.contactnet.ipc_affine_positions(q, rest_vertices, vertex_body)
 
 
 def _args(q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body,
@@ -92,6 +110,11 @@ def affine_potential_derivatives(q, q_hat, weight, mass_matrix, ortho_weight, ve
     return torch.ops.contactnet.ipc_affine_potential_derivatives(*_args(
         q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body, candidates,
         lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v))
+
+
+@torch.library.register_fake("contactnet::ipc_affine_positions")
+def _(q, rest_vertices, vertex_body):
+    return rest_vertices.new_empty(rest_vertices.shape)
 
 
 @torch.library.register_fake("contactnet::ipc_affine_potential")
