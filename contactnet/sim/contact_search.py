@@ -10,6 +10,9 @@ Two broad phases find the same pairs (the same primitive boxes and exact filter)
   mapped by the affine maps; its cost follows what is near contact, not the scene's size;
 - all-primitive (`search_all_primitives`, `search_padded_all_primitives`; the reference, and the
   search on a GPU): every primitive near another group's box, on one uniform grid / sweep.
+
+`NeighbourList` (the adaptive stepper's) keeps the exact pairs within a margin of a base state and
+answers later queries near it without a broad phase.
 """
 
 from __future__ import annotations

@@ -303,13 +303,20 @@ std::tuple<at::Tensor, at::Tensor> ipc_affine_potential_derivatives_impl(
                                          ortho.data_ptr<scalar_t>(), scalar_t(h2), B, nullptr,
                                          grad.data_ptr<scalar_t>(), hess.data_ptr<scalar_t>()});
   });
-  if (fv.size(0) + ee.size(0) > 0) {
+  // On the CPU, only the candidates closer than d̂ (the others add exact zeros; a Newton step's
+  // list is mostly such): a distance pass instead of the Hessian launch's per-candidate work. On
+  // a device the count would cost a host sync, so every row goes in.
+  at::Tensor afv = fv, aee = ee;
+  if (vertices.is_cpu())
+    std::tie(afv, aee) = ipc_prune_candidates_impl(vertices, std::nullopt, faces, edges, fv, ee,
+                                                   dhat, L::cheap);
+  if (afv.size(0) + aee.size(0) > 0) {
     // The projected-Hessian launch may share features and then writes Hessians only.
-    at::Tensor g = std::get<1>(ipc_barrier_potential_impl(vertices, rest, faces, edges, fv, ee,
+    at::Tensor g = std::get<1>(ipc_barrier_potential_impl(vertices, rest, faces, edges, afv, aee,
                                                           dhat, h2 * kappa, 1, false, L::cheap));
-    at::Tensor h = std::get<2>(ipc_barrier_potential_impl(vertices, rest, faces, edges, fv, ee,
+    at::Tensor h = std::get<2>(ipc_barrier_potential_impl(vertices, rest, faces, edges, afv, aee,
                                                           dhat, h2 * kappa, 2, true, L::hessian));
-    add_contacts(fv, ee, g, h);
+    add_contacts(afv, aee, g, h);
   }
   if (lag_fv.size(0) + lag_ee.size(0) > 0) {
     const at::Tensor u = vertices.sub(lagged);

@@ -254,7 +254,8 @@ std::tuple<at::Tensor, at::Tensor> ipc_prune_candidates_impl(
     launch(v0, n,
            PruneFunctor<scalar_t>{st, v0.data_ptr<scalar_t>(),
                                   v1.has_value() ? v1->data_ptr<scalar_t>() : nullptr,
-                                  scalar_t(reach), keep.data_ptr<bool>()});
+                                  scalar_t(reach), scalar_t(reach * reach),
+                                  keep.data_ptr<bool>()});
   });
   return {fv.index_select(0, keep.narrow(0, 0, nfv).nonzero().squeeze(1)),
           ee.index_select(0, keep.narrow(0, nfv, n - nfv).nonzero().squeeze(1))};

@@ -358,6 +358,7 @@ struct PruneFunctor {
   const T* v0;  // (V, 3)
   const T* v1;  // (V, 3) or null
   T reach;
+  T reach2;  // reach² rounded once from double, as the barrier rounds d̂²
   bool* keep;  // (N,)
 
   CN_HD void operator()(int64_t i) const {
@@ -375,7 +376,7 @@ struct PruneFunctor {
                        : point_triangle_distance(v[0], v[1], v[2], v[3], none, none,
                                                  point_triangle_distance_type(v[0], v[1], v[2], v[3]));
     if (!v1) {
-      keep[i] = d2 < reach * reach;
+      keep[i] = d2 < reach2;
       return;
     }
     T moved[2] = {T(0), T(0)};
