@@ -20,8 +20,10 @@
 
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -270,6 +272,25 @@ at::Tensor ipc_affine_potential_impl(
   return total;
 }
 
+// Host: the chain rule's sums of candidates' blocks, environments in parallel (their rows and
+// columns are disjoint), each environment's candidates in order: the serial loop's sums, bit
+// for bit.
+template <typename F>
+void add_by_environment(const F& f, const at::Tensor& body, int64_t B, int64_t E) {
+  const int64_t n = body.size(0);
+  const int64_t* b = body.data_ptr<int64_t>();
+  std::vector<int64_t> start(E + 1, 0), order(n);
+  for (int64_t i = 0; i < n; ++i) ++start[b[2 * i] / B + 1];
+  for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
+  std::vector<int64_t> fill(start.begin(), start.end() - 1);
+  for (int64_t i = 0; i < n; ++i) order[fill[b[2 * i] / B]++] = i;
+  at::parallel_for(0, E, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e)
+      for (int64_t k = start[e]; k < start[e + 1]; ++k)
+        for (int64_t part = 0; part < 4; ++part) f(4 * order[k] + part);
+  });
+}
+
 template <typename L>
 std::tuple<at::Tensor, at::Tensor> ipc_affine_potential_derivatives_impl(
     const at::Tensor& q, const at::Tensor& q_hat, const at::Tensor& weight,
@@ -293,7 +314,10 @@ std::tuple<at::Tensor, at::Tensor> ipc_affine_potential_derivatives_impl(
       auto f = body_pair_functor<scalar_t>(local_grad, local_hess, cb.stencils, cb.is_fv, rest,
                                            grad, hess, cb.body.data_ptr<int64_t>(), nullptr);
       f.dense_bodies = B;
-      L::ordered(q, 4 * cb.stencils.size(0), f);
+      if (q.is_cpu())
+        add_by_environment(f, cb.body, B, E);
+      else
+        L::ordered(q, 4 * cb.stencils.size(0), f);
     });
   };
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential_derivatives", [&] {
