@@ -133,12 +133,13 @@ class Adaptive(StepMode):
         """−H⁻¹g, shifting only environments whose H does not factorise (flat shells, free affine
         modes) by growing multiples of `scale`; and (E,) bool: H factorised."""
         shift = torch.zeros(H.shape[0], dtype=H.dtype, device=H.device)
-        for _ in range(8):
-            L, info = torch.linalg.cholesky_ex(H + (shift * scale)[:, None, None] * eye)
+        L, info = torch.linalg.cholesky_ex(H)  # nearly always enough: no shifted copy
+        for _ in range(7):
             bad = info != 0
             if not bool(bad.any()):
                 break
             shift = torch.where(bad, torch.where(shift == 0, 1e-12, shift * 100), shift)
+            L, info = torch.linalg.cholesky_ex(H + (shift * scale)[:, None, None] * eye)
         return -torch.cholesky_solve(grad[..., None], L)[..., 0], info == 0
 
     def screen(self, dq: torch.Tensor, factorised: torch.Tensor) -> torch.Tensor:
