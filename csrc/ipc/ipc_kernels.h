@@ -368,8 +368,37 @@ struct PruneFunctor {
     }
     int64_t id[4];
     const bool is_ee = st.ids(i, id);
+    const int split = is_ee ? 2 : 1;  // stencil vertices [0, split) are side a
     Vec3<T> v[4];
     for (int k = 0; k < 4; ++k) v[k] = load3(v0 + 3 * id[k]);
+    T moved[2] = {T(0), T(0)};
+    for (int k = 0; v1 && k < 4; ++k) {
+      const Vec3<T> u = load3(v1 + 3 * id[k]);
+      const T dx = u.x - v[k].x, dy = u.y - v[k].y, dz = u.z - v[k].z;
+      const T m = sqrt(dx * dx + dy * dy + dz * dz);
+      T& side = moved[k < split ? 0 : 1];
+      side = m > side ? m : side;
+    }
+    // The gap between the two sides' boxes bounds their distance from below: most pairs of a
+    // Verlet list are dropped by it, before the exact distance (same verdicts, with 1e-12 to
+    // spare for the box's own rounding).
+    const T limit = v1 ? (reach + moved[0] + moved[1]) * (T(1) + T(1e-9)) : reach;
+    T gap2 = T(0);
+    for (int c = 0; c < 3; ++c) {
+      T lo[2] = {inf_value<T>(), inf_value<T>()}, hi[2] = {-inf_value<T>(), -inf_value<T>()};
+      for (int k = 0; k < 4; ++k) {
+        const T x = c == 0 ? v[k].x : (c == 1 ? v[k].y : v[k].z);
+        const int side = k < split ? 0 : 1;
+        lo[side] = x < lo[side] ? x : lo[side];
+        hi[side] = x > hi[side] ? x : hi[side];
+      }
+      const T g = lo[1] - hi[0] > lo[0] - hi[1] ? lo[1] - hi[0] : lo[0] - hi[1];
+      if (g > T(0)) gap2 += g * g;
+    }
+    if (gap2 > limit * limit * (T(1) + T(1e-12))) {
+      keep[i] = false;
+      return;
+    }
     T* const none = nullptr;
     const T d2 = is_ee ? edge_edge_distance(v[0], v[1], v[2], v[3], none, none,
                                             edge_edge_distance_type(v[0], v[1], v[2], v[3]))
@@ -379,17 +408,8 @@ struct PruneFunctor {
       keep[i] = d2 < reach2;
       return;
     }
-    T moved[2] = {T(0), T(0)};
-    const int split = is_ee ? 2 : 1;  // stencil vertices [0, split) are side a
-    for (int k = 0; k < 4; ++k) {
-      const Vec3<T> u = load3(v1 + 3 * id[k]);
-      const T dx = u.x - v[k].x, dy = u.y - v[k].y, dz = u.z - v[k].z;
-      const T m = sqrt(dx * dx + dy * dy + dz * dz);
-      T& side = moved[k < split ? 0 : 1];
-      side = m > side ? m : side;
-    }
     const T d = sqrt(d2 > T(0) ? d2 : T(0));
-    keep[i] = d < (reach + moved[0] + moved[1]) * (T(1) + T(1e-9));
+    keep[i] = d < limit;
   }
 };
 
