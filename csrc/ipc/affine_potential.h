@@ -15,7 +15,8 @@
 //     -> (V, 3) x = A x0 + p of every vertex under its body's affine map.
 //
 // float64 or float32, one device. Rows of -1 in the candidate lists are padding. The sums over
-// candidates run in candidate order on the CPU (deterministic) and atomically on a GPU.
+// candidates run in candidate order within each environment on the CPU (deterministic;
+// environments in parallel) and atomically on a GPU.
 #pragma once
 
 #include <tuple>
