@@ -81,11 +81,14 @@ def search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach:
     if _body_level(scene, x0, x1, q0, q1):
         return body_search(scene, x0, x1, reach, q0, q1, active).candidates
     found = search_all_primitives(scene, x0, x1, reach)
-    if active is None:
-        return found
-    fv, ee = found
-    return ipc.Candidates(fv[active[scene.vertex_env[fv[:, 0]]]].contiguous(),
-                          ee[active[scene.vertex_env[scene.edges[ee[:, 0], 0]]]].contiguous())
+    return found if active is None else _in_envs(scene, found, active)
+
+
+def _in_envs(scene: PackedScene, cand: ipc.Candidates, envs: torch.Tensor) -> ipc.Candidates:
+    """The pairs of `cand` in the environments where envs (E,) bool is true."""
+    fv, ee = cand
+    return ipc.Candidates(fv[envs[scene.vertex_env[fv[:, 0]]]].contiguous(),
+                          ee[envs[scene.vertex_env[scene.edges[ee[:, 0], 0]]]].contiguous())
 
 
 def body_search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float, q0: torch.Tensor,
@@ -173,6 +176,14 @@ def displacement_bound(scene: PackedScene, dq: torch.Tensor) -> torch.Tensor:
     return (dq[..., :3].norm(dim=-1) + dq[..., 3:].norm(dim=-1) * scene.radius).amax(1)
 
 
+class _ListBase(NamedTuple):
+    q: torch.Tensor  # (E, B, 12) the state the list was built at
+    reach: float
+    margin: float  # m (less 1e-9 relative, against rounding in the bounds)
+    envs: torch.Tensor  # (E,) bool, the environments searched
+    pairs: ipc.Candidates  # exact pairs closer than reach + 2m at q
+
+
 class NeighbourList:
     """Verlet lists for the adaptive stepper: the pairs closer than reach + 2m at a base state
     (a broad-phase search, then the exact distances), reused by every query, static or swept,
@@ -190,7 +201,7 @@ class NeighbourList:
 
     def __init__(self, max_margin: float = 4.0):
         self.max_margin = max_margin  # in units of reach
-        self.base = None  # (q, reach, margin, environments covered, pairs)
+        self.base: _ListBase | None = None
 
     def query(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None, active=None) -> ipc.Candidates:
         """`search(...)` pruned to the pairs that may come within reach on x0 → x1 (or at x0)."""
@@ -204,21 +215,18 @@ class NeighbourList:
             margin = max(reach, 2 * move)
             found = search(scene, x0, None, reach + 2 * margin, q0, None, active)
             pairs = ipc.prune_candidates(x0, scene.faces, scene.edges, found, reach + 2 * margin)
-            self.base = (q0.clone(), reach, margin * (1 - 1e-9), env.clone(), pairs)
-        fv, ee = self.base[4]
-        if not bool(env.all()):
-            fv = fv[env[scene.vertex_env[fv[:, 0]]]]
-            ee = ee[env[scene.vertex_env[scene.edges[ee[:, 0], 0]]]]
-        return ipc.prune_candidates(x0, scene.faces, scene.edges, ipc.Candidates(fv, ee), reach, vertices_t1=x1)
+            self.base = _ListBase(q0.clone(), reach, margin * (1 - 1e-9), env.clone(), pairs)
+        pairs = self.base.pairs if bool(env.all()) else _in_envs(scene, self.base.pairs, env)
+        return ipc.prune_candidates(x0, scene.faces, scene.edges, pairs, reach, vertices_t1=x1)
 
     def _covers(self, scene: PackedScene, reach: float, q0, q1, env) -> bool:
         """Whether the list holds every pair the query needs: same reach, its environments, and
         every state of the query within the margin of the base."""
-        if self.base is None or self.base[1] != reach or not bool((self.base[3] | ~env).all()):
+        base = self.base
+        if base is None or base.reach != reach or not bool((base.envs | ~env).all()):
             return False
-        q_base, margin = self.base[0], self.base[2]
         for q in (q0, q1):
-            if q is not None and not bool(((displacement_bound(scene, q - q_base) <= margin) | ~env).all()):
+            if q is not None and not bool(((displacement_bound(scene, q - base.q) <= base.margin) | ~env).all()):
                 return False
         return True
 

@@ -232,10 +232,6 @@ class Stepper:
         scale = torch.diagonal(H, dim1=1, dim2=2).abs().amax(1).clamp_min(1e-300)
         return mode.solve(H, grad, scale, torch.eye(n, dtype=H.dtype, device=H.device))
 
-    def _step_bound(self, dq: torch.Tensor) -> torch.Tensor:
-        """(E,) bound on the largest vertex displacement of a step dq (E, B, 12)."""
-        return (dq[..., :3].norm(dim=-1) + dq[..., 3:].norm(dim=-1) * self.packed.radius).amax(1)
-
     def _ccd(self, x0, x1, cand: ipc.Candidates) -> torch.Tensor:
         """(E,) largest collision-free fraction of the move x0 → x1 (V, 3) (conservative). cand: a
         superset of the pairs whose swept boxes meet."""
@@ -295,7 +291,7 @@ class Stepper:
             grad, H = self._gradient_hessian(q, q_hat, w, x_t, lag, near)
             dq, factorised = self._solve(grad, H, mode)
             dq = mode.screen(dq.reshape(E, B, 12), factorised)
-            small = self._step_bound(dq) <= self.tolerance * self.dt
+            small = contact_search.displacement_bound(self.packed, dq) <= self.tolerance * self.dt
             converged |= small & ~done
             done |= small
             if mode.stop(done):

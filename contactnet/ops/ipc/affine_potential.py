@@ -51,28 +51,23 @@ def _args(q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, 
           candidates, lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v):
     check_float_tensor(q, "q", (None, None, 12))
     E, B = q.shape[:2]
+    faces, edges, _ = ipc_mesh_args(vertices, faces, edges)
+    fv, ee = ipc_candidate_args(candidates, vertices, faces, edges)
+    lag_fv, lag_ee = ipc_candidate_args(lag_candidates, vertices, faces, edges)
     for name, t, shape in (("q_hat", q_hat, (E, B, 12)), ("weight", weight, (E, B)),
                            ("mass_matrix", mass_matrix, (E, B, 12, 12)), ("ortho_weight", ortho_weight, (E, B)),
-                           ("rest_vertices", rest_vertices, (None, 3)),
-                           ("lagged_vertices", lagged_vertices, (None, 3))):
+                           ("vertices", vertices, (None, 3)), ("rest_vertices", rest_vertices, (None, 3)),
+                           ("lagged_vertices", lagged_vertices, (None, 3)),
+                           ("lag_mu", lag_mu, (lag_fv.shape[0] + lag_ee.shape[0],))):
         check_float_tensor(t, name, shape)
         check_same_device(t, name, q, "q")
         if t.dtype != q.dtype:
             raise TypeError(f"{name}: expected {q.dtype} like q, got {t.dtype}")
-    faces, edges, _ = ipc_mesh_args(vertices, faces, edges)
-    check_same_device(vertices, "vertices", q, "q")
     check_same_batch({"vertices": vertices, "rest_vertices": rest_vertices, "lagged_vertices": lagged_vertices})
     vertex_body = as_index_tensor(vertex_body, "vertex_body", (vertices.shape[0],))
     check_same_device(vertex_body, "vertex_body", q, "q")
     if values_checked_here(vertex_body):
         check_index_values(vertex_body, "vertex_body", E * B)
-    fv, ee = ipc_candidate_args(candidates, vertices, faces, edges)
-    lag_fv, lag_ee = ipc_candidate_args(lag_candidates, vertices, faces, edges)
-    check_float_tensor(lag_mu, "lag_mu", (lag_fv.shape[0] + lag_ee.shape[0],))
-    check_same_device(lag_mu, "lag_mu", q, "q")
-    for name, t in (("vertices", vertices), ("lag_mu", lag_mu)):
-        if t.dtype != q.dtype:
-            raise TypeError(f"{name}: expected {q.dtype} like q, got {t.dtype}")
     return (q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body, fv, ee,
             lagged_vertices, lag_fv, lag_ee, lag_mu, check_positive(dt, "dt"), check_positive(dhat, "dhat"),
             check_positive(kappa, "kappa", allow_zero=True), check_positive(eps_v, "eps_v"))
