@@ -161,9 +161,11 @@ def test_trajectories_equal_the_unfused_unpruned_stepper(monkeypatch):
     """The fused potential, the pruning and the neighbour lists are the same math as the torch
     potential on every Newton iteration's full broad-phase list. 30 steps of a tilted stack with
     friction end within 1e-12 m of it; the shaken bowl, whose objects land in those steps (one
-    step takes 73 Newton iterations), within 1e-7 m, the Newton tolerance of a step (tolerance ·
-    dt): the two sum in different orders, and an impact amplifies the last bits. Pruning (of the
-    lists and of every query) changes no bit."""
+    step takes 73 Newton iterations), within 1e-9 m when Newton runs to 1e-7 m/s. The two sum in
+    different orders, so each Newton solve stops at a slightly different point inside its
+    tolerance, and an impact amplifies that: at the default 1e-5 m/s the bowls end 1e-8 m apart,
+    at 1e-9 m/s 1e-12 m apart, so the gap is the solver's tolerance, not different math. Pruning
+    (of the lists and of every query) changes no bit."""
     from contactnet.sim import contact_search
     from contactnet.sim.modes import Adaptive
 
@@ -176,7 +178,7 @@ def test_trajectories_equal_the_unfused_unpruned_stepper(monkeypatch):
                 m.setattr(potential, "gradient_hessian", potential.gradient_hessian_reference)
                 m.setattr(Adaptive, "search", lambda self, scene, x0, x1, reach, q0, q1=None, active=None:
                           contact_search.search(scene, x0, x1, reach, q0, q1, active))
-            sims = [Stepper(tilted_stack(), mu=0.4), Stepper([scenes.bowl_shake(seed=1)])]
+            sims = [Stepper(tilted_stack(), mu=0.4), Stepper([scenes.bowl_shake(seed=1)], tolerance=1e-7)]
             for sim in sims:
                 for _ in range(30):
                     sim.step()
@@ -184,7 +186,7 @@ def test_trajectories_equal_the_unfused_unpruned_stepper(monkeypatch):
 
     (stack, bowl), (stack_ref, bowl_ref) = run(False), run(True)
     assert float((stack - stack_ref).abs().max()) < 1e-12
-    assert float((bowl - bowl_ref).abs().max()) < 1e-7
+    assert float((bowl - bowl_ref).abs().max()) < 1e-9
     unpruned_stack, unpruned_bowl = run(False, pruned=False)
     assert torch.equal(stack, unpruned_stack) and torch.equal(bowl, unpruned_bowl)
 
