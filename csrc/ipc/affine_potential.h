@@ -15,8 +15,8 @@
 //     -> (V, 3) x = A x0 + p of every vertex under its body's affine map.
 //
 // float64 or float32, one device. Rows of -1 in the candidate lists are padding. The sums over
-// candidates run in candidate order within each environment on the CPU (deterministic;
-// environments in parallel) and atomically on a GPU.
+// candidates run in candidate order into each body's rows on the CPU (deterministic; bodies in
+// parallel) and atomically on a GPU.
 #pragma once
 
 #include <tuple>
@@ -273,22 +273,22 @@ at::Tensor ipc_affine_potential_impl(
   return total;
 }
 
-// Host: the chain rule's sums of candidates' blocks, environments in parallel (their rows and
-// columns are disjoint), each environment's candidates in order: the serial loop's sums, bit
-// for bit.
+// Host: the chain rule's sums of candidates' blocks, bodies in parallel: part (n, s, t) of
+// candidate n writes only into the rows of its body s (gradient and Hessian block [s, t]), so
+// the parts are bucketed by that body and each bucket runs in candidate order. Every entry then
+// receives its terms in the serial loop's order: the same sums, bit for bit, and one
+// environment's bodies also spread over the threads.
 template <typename F>
-void add_by_environment(const F& f, const at::Tensor& body, int64_t B, int64_t E) {
+void add_by_body(const F& f, const at::Tensor& body, int64_t num_bodies) {
   const int64_t n = body.size(0);
   const int64_t* b = body.data_ptr<int64_t>();
-  std::vector<int64_t> start(E + 1, 0), order(n);
-  for (int64_t i = 0; i < n; ++i) ++start[b[2 * i] / B + 1];
-  for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
+  std::vector<int64_t> start(num_bodies + 1, 0), order(4 * n);
+  for (int64_t i = 0; i < 2 * n; ++i) start[b[i] + 1] += 2;  // parts (s, 0) and (s, 1) of row b[i]
+  for (int64_t k = 0; k < num_bodies; ++k) start[k + 1] += start[k];
   std::vector<int64_t> fill(start.begin(), start.end() - 1);
-  for (int64_t i = 0; i < n; ++i) order[fill[b[2 * i] / B]++] = i;
-  at::parallel_for(0, E, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t e = begin; e < end; ++e)
-      for (int64_t k = start[e]; k < start[e + 1]; ++k)
-        for (int64_t part = 0; part < 4; ++part) f(4 * order[k] + part);
+  for (int64_t part = 0; part < 4 * n; ++part) order[fill[b[part / 2]]++] = part;  // s = part / 2 % 2
+  at::parallel_for(0, num_bodies, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t k = start[begin]; k < start[end]; ++k) f(order[k]);
   });
 }
 
@@ -316,7 +316,7 @@ std::tuple<at::Tensor, at::Tensor> ipc_affine_potential_derivatives_impl(
                                            grad, hess, cb.body.data_ptr<int64_t>(), nullptr);
       f.dense_bodies = B;
       if (q.is_cpu())
-        add_by_environment(f, cb.body, B, E);
+        add_by_body(f, cb.body, E * B);
       else
         L::ordered(q, 4 * cb.stencils.size(0), f);
     });

@@ -94,7 +94,7 @@ struct CpuPotentialLauncher : CpuLauncher {
 struct IpcCpuLaunchers {
   static constexpr CpuLauncher cheap{1024};           // distances, barrier, boxes: ~10-100 ns each
   static constexpr CpuLauncher heavy{32};             // Hessian + PSD projection, CCD: ~10 µs each
-  static constexpr CpuPotentialLauncher hessian{{32}};
+  static constexpr CpuPotentialLauncher hessian{{8}};
   // Grid queries cost ~1-5 µs each; also the grain of the box and grid-entry loops (~50 ns per
   // primitive), so small meshes run inline rather than paying a parallel region per loop.
   static constexpr CpuCollectingLauncher grid{{1024}};
