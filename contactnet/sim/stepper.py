@@ -345,25 +345,10 @@ class Stepper:
         cand = mode.search(self.packed, x, None, self.dhat, self.q)
         if mode.reuses_between_steps:  # the next step starts here unless q is changed in between
             self._end_contacts = (self.q.clone(), self.dhat, x, cand)
-        forces = torch.zeros(E * B, 3, dtype=self.dtype, device=self.device)
-        contacts = torch.zeros(E, dtype=torch.int64, device=self.device)
-        min_distance = torch.full((E,), float("inf"), dtype=self.dtype, device=self.device)
-        if cand.count:
-            st = ipc.candidate_stencils(self.faces, self.edges, cand)
-            g = ipc.barrier_potential_gradient(x, self.faces, self.edges, cand, self.dhat, self.kappa, self.rest,
-                                               per_candidate=True)
-            forces.index_add_(0, self.vertex_body[st].reshape(-1), -g.reshape(-1, 3))
-            env = self.packed.candidate_env(st)
-            real = torch.cat([cand.face_vertex[:, 0], cand.edge_edge[:, 0]]) >= 0  # not -1 padding
-            contacts.index_add_(0, env, real.long())
-            d = torch.where(real, contact_search.candidate_distances(self.packed, x, cand), float("inf"))
-            min_distance = min_distance.scatter_reduce(0, env, d, "amin")
         fcand, fmu = lag
-        if fcand.count:
-            st = ipc.candidate_stencils(self.faces, self.edges, fcand)
-            g = ipc.friction_potential_gradient(x - x_t, x_t, self.faces, self.edges, fcand, self.dhat, self.kappa,
-                                                1.0, self.eps_v * self.dt, self.rest, per_candidate=True)
-            forces.index_add_(0, self.vertex_body[st].reshape(-1), -(fmu[:, None] * g).reshape(-1, 3))
+        forces, contacts, min_distance = ipc.affine_contact_forces(
+            x, x_t, self.rest, self.faces, self.edges, self.vertex_body, cand, fcand, fmu, E, B, self.dt,
+            self.dhat, self.kappa, self.eps_v)
         self._store(mode, "contact_forces", forces.reshape(E, B, 3))
         return StepInfo(it, iterations, converged, contacts, min_distance, mode.step_overflow)
 

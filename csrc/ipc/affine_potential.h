@@ -14,11 +14,21 @@
 // ipc_affine_positions(q (nb, 12), rest_vertices (V, 3), vertex_body (V,) int64 in [0, nb))
 //     -> (V, 3) x = A x0 + p of every vertex under its body's affine map.
 //
+// ipc_affine_contact_forces(vertices (V, 3), lagged_vertices (V, 3), rest_vertices (V, 3), faces,
+//     edges, vertex_body (V,) int64 flat body e·B + b, fv, ee (the pairs within d̂), lag_fv,
+//     lag_ee, lag_mu (friction's lagged pairs and their μ), num_envs E, num_bodies B, dt, dhat,
+//     kappa, eps_v) -> forces (E·B, 3), contacts (E,) int64, min_distance (E,): the contact
+//     force on every body (−∇ of κ Σ m b and of Σ μ D with velocities x − xᵗ and ε_v·dt, summed
+//     over its vertices), and per environment its candidate rows (padding aside) and their
+//     smallest distance (inf without any). A candidate counts in its first stencil vertex's
+//     environment.
+//
 // float64 or float32, one device. Rows of -1 in the candidate lists are padding. The sums over
 // candidates run in candidate order into each body's rows on the CPU (deterministic; bodies in
 // parallel) and atomically on a GPU.
 #pragma once
 
+#include <limits>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -28,6 +38,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 
 #include "common/checks.h"
@@ -155,6 +166,32 @@ at::Tensor ipc_affine_positions_impl(const at::Tensor& q, const at::Tensor& rest
   });
   return out;
 }
+
+// Distance (m) of candidate i: the exact primitive distance, √ of the barrier's squared
+// distance; padding rows: +inf.
+template <typename T>
+struct CandidateDistanceFunctor {
+  CandidateStencil st;
+  const T* vertices;  // (V, 3)
+  T* out;             // (N,)
+
+  CN_HD void operator()(int64_t i) const {
+    if (st.padded(i)) {
+      out[i] = std::numeric_limits<T>::infinity();
+      return;
+    }
+    int64_t id[4];
+    const bool is_ee = st.ids(i, id);
+    Vec3<T> v[4];
+    for (int k = 0; k < 4; ++k) v[k] = load3(vertices + 3 * id[k]);
+    T* const none = nullptr;
+    const T d2 = is_ee ? edge_edge_distance(v[0], v[1], v[2], v[3], none, none,
+                                            edge_edge_distance_type(v[0], v[1], v[2], v[3]))
+                       : point_triangle_distance(v[0], v[1], v[2], v[3], none, none,
+                                                 point_triangle_distance_type(v[0], v[1], v[2], v[3]));
+    out[i] = sqrt(d2 > T(0) ? d2 : T(0));
+  }
+};
 
 // Stencil (N, 4), kind and bodies of candidate i: body[i] = the flat bodies of stencil vertices 0
 // and 3 (face–vertex: p | t0 t1 t2, edge–edge: ea0 ea1 | eb0 eb1). Padding rows: stencil -1,
@@ -353,6 +390,69 @@ std::tuple<at::Tensor, at::Tensor> ipc_affine_potential_derivatives_impl(
     add_contacts(lag_fv, lag_ee, g.mul_(scale.unsqueeze(1)), h.mul_(scale.view({-1, 1, 1})));
   }
   return {grad, hess};
+}
+
+template <typename L>
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_contact_forces_impl(
+    const at::Tensor& vertices, const at::Tensor& lagged, const at::Tensor& rest,
+    const at::Tensor& faces, const at::Tensor& edges, const at::Tensor& vertex_body,
+    const at::Tensor& fv, const at::Tensor& ee, const at::Tensor& lag_fv,
+    const at::Tensor& lag_ee, const at::Tensor& lag_mu, int64_t num_envs, int64_t num_bodies,
+    double dt, double dhat, double kappa, double eps_v) {
+  check_vertices(vertices, "vertices");
+  check_vertices(lagged, "lagged_vertices");
+  check_vertices(rest, "rest_vertices");
+  check_same_device_dtype(lagged, "lagged_vertices", vertices, "vertices");
+  check_same_device_dtype(rest, "rest_vertices", vertices, "vertices");
+  check_same_batch(vertices, "vertices", lagged, "lagged_vertices");
+  check_same_batch(vertices, "vertices", rest, "rest_vertices");
+  check_mesh(vertices, faces, edges, std::nullopt);
+  TORCH_CHECK(num_envs > 0 && num_bodies > 0, "num_envs, num_bodies: expected > 0, got ",
+              num_envs, ", ", num_bodies);
+  check_index_input(vertex_body, "vertex_body", {vertices.size(0)}, num_envs * num_bodies);
+  check_same_device(vertex_body, "vertex_body", vertices, "vertices");
+  check_candidates(vertices, faces, edges, fv, ee);
+  check_candidates(vertices, faces, edges, lag_fv, lag_ee);
+  check_float_input(lag_mu, "lag_mu", {lag_fv.size(0) + lag_ee.size(0)});
+  check_same_device_dtype(lag_mu, "lag_mu", vertices, "vertices");
+  TORCH_CHECK(dt > 0 && dhat > 0 && kappa >= 0 && eps_v > 0,
+              "dt, dhat, eps_v: expected > 0 and kappa >= 0, got ", dt, ", ", dhat, ", ", eps_v,
+              ", ", kappa);
+  const auto opt = vertices.options();
+  at::Tensor forces = at::zeros({num_envs * num_bodies, 3}, opt);
+  at::Tensor contacts = at::zeros({num_envs}, opt.dtype(at::kLong));
+  at::Tensor min_distance = at::full({num_envs}, std::numeric_limits<double>::infinity(), opt);
+  // −g of each stencil vertex into its body, candidate by candidate (index_add_: in order on the
+  // CPU); padding rows have g = 0 and stencil -1, sent to body 0.
+  auto add_forces = [&](const at::Tensor& stencils, const at::Tensor& g) {
+    const at::Tensor bodies = vertex_body.index_select(0, stencils.reshape(-1).clamp_min(0));
+    forces.index_add_(0, bodies, g.reshape({-1, 3}), -1);
+  };
+  const int64_t n = fv.size(0) + ee.size(0);
+  if (n > 0) {
+    const CandidateBodies cb = candidate_bodies(faces, edges, fv, ee, vertex_body, L::cheap);
+    add_forces(cb.stencils, std::get<1>(ipc_barrier_potential_impl(
+                                vertices, rest, faces, edges, fv, ee, dhat, kappa, 1, false, L::cheap)));
+    at::Tensor distance = at::empty({n}, opt);
+    AT_DISPATCH_FLOATING_TYPES(vertices.scalar_type(), "ipc_affine_contact_forces", [&] {
+      CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
+                          fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), fv.size(0)};
+      L::cheap(vertices, n,
+               CandidateDistanceFunctor<scalar_t>{st, vertices.data_ptr<scalar_t>(),
+                                                  distance.data_ptr<scalar_t>()});
+    });
+    const at::Tensor env = cb.body.select(1, 0).div(num_bodies, "floor");
+    contacts.index_add_(0, env, cb.stencils.select(1, 0).ge(0).to(at::kLong));
+    min_distance.scatter_reduce_(0, env, distance, "amin");
+  }
+  if (lag_fv.size(0) + lag_ee.size(0) > 0) {
+    const at::Tensor stencils =
+        candidate_bodies(faces, edges, lag_fv, lag_ee, vertex_body, L::cheap).stencils;
+    at::Tensor g = ipc_friction_impl(vertices.sub(lagged), lagged, rest, faces, edges, lag_fv,
+                                     lag_ee, dhat, kappa, 1.0, eps_v * dt, 1, L::cheap);
+    add_forces(stencils, g.mul_(lag_mu.unsqueeze(1)));
+  }
+  return {forces, contacts, min_distance};
 }
 
 }  // namespace contactnet

@@ -156,6 +156,15 @@ struct IpcOps {
   static Tensor affine_positions(const Tensor& q, const Tensor& rest, const Tensor& vertex_body) {
     return ipc_affine_positions_impl<L>(q, rest, vertex_body);
   }
+  static std::tuple<Tensor, Tensor, Tensor> affine_contact_forces(
+      const Tensor& vertices, const Tensor& lagged, const Tensor& rest, const Tensor& faces,
+      const Tensor& edges, const Tensor& vertex_body, const Tensor& fv, const Tensor& ee,
+      const Tensor& lag_fv, const Tensor& lag_ee, const Tensor& lag_mu, int64_t num_envs,
+      int64_t num_bodies, double dt, double dhat, double kappa, double eps_v) {
+    return ipc_affine_contact_forces_impl<L>(vertices, lagged, rest, faces, edges, vertex_body, fv,
+                                             ee, lag_fv, lag_ee, lag_mu, num_envs, num_bodies, dt,
+                                             dhat, kappa, eps_v);
+  }
   static Tensor affine_potential(const Tensor& q, const Tensor& q_hat, const Tensor& weight,
                                  const Tensor& mass, const Tensor& ortho, const Tensor& vertices,
                                  const Tensor& rest, const Tensor& faces, const Tensor& edges,
@@ -269,6 +278,12 @@ void for_each_ipc_op(Visit&& visit) {
 
   visit("ipc_affine_positions", "(Tensor q, Tensor rest_vertices, Tensor vertex_body) -> Tensor",
         &Ops::affine_positions);
+  visit("ipc_affine_contact_forces",
+        "(Tensor vertices, Tensor lagged_vertices, Tensor rest_vertices, Tensor faces, "
+        "Tensor edges, Tensor vertex_body, Tensor fv, Tensor ee, Tensor lag_fv, Tensor lag_ee, "
+        "Tensor lag_mu, int num_envs, int num_bodies, float dt, float dhat, float kappa, "
+        "float eps_v) -> (Tensor forces, Tensor contacts, Tensor min_distance)",
+        &Ops::affine_contact_forces);
   const char* affine =
       "(Tensor q, Tensor q_hat, Tensor weight, Tensor mass_matrix, Tensor ortho_weight, "
       "Tensor vertices, Tensor rest_vertices, Tensor faces, Tensor edges, Tensor vertex_body, "

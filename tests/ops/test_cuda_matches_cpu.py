@@ -274,6 +274,27 @@ def test_affine_potential_and_derivatives():
             close(want, got, rtol=1e-10, atol=1e-10 * float(want.abs().max()), name=name)
 
 
+def test_affine_contact_forces():
+    """The stepper's end-of-step forces and statistics, padding rows included; the forces sum
+    atomically on the GPU, in order on the CPU."""
+    from contactnet.sim import Stepper, scenes
+    from tests.sim.test_affine_potential import potential_inputs, tilted_stack
+
+    for built in ([tilted_stack(0.02), tilted_stack(gap=0.05)], [scenes.bowl_shake(seed=3)]):
+        sim = Stepper(built, mu=0.4)
+        for _ in range(200):
+            if sim.step().contacts.max() > 0:
+                break
+        packed, c, q, q_hat, w, x_t, lag, x, cand = potential_inputs(sim, 0, pad=4)
+        args = [x, x_t, packed.rest, packed.faces, packed.edges, packed.vertex_body, cand, lag.candidates, lag.mu]
+        tail = (sim.num_envs, sim.max_bodies, c.dt, c.dhat, c.kappa, c.eps_v)
+        dev = [ipc.Candidates(*to_dev(*a)) if isinstance(a, ipc.Candidates) else a.to(DEVICE) for a in args]
+        want, got = ipc.affine_contact_forces(*args, *tail), ipc.affine_contact_forces(*dev, *tail)
+        close(want[0], got[0], rtol=1e-10, atol=1e-10 * float(want[0].abs().max()), name="forces")
+        close(want[1], got[1], name="contacts")
+        close(want[2], got[2], name="min_distance")
+
+
 # ---- mesh queries ---------------------------------------------------------------------------------------
 
 

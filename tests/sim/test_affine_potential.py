@@ -248,3 +248,92 @@ def test_neighbour_list_holds_every_pair_within_reach(monkeypatch):
     # (the latter for one environment); 1.5 leaves the margin and rebuilds with margin 3; 10
     # searches alone
     assert searches == pytest.approx([3 * reach, 7 * reach, reach])
+
+
+def contact_forces_reference(sim: Stepper, x, x_t, cand, lag):
+    """The torch composition `Stepper._finish` used before the fused op: per-candidate barrier and
+    friction gradients added into the bodies, contacts and smallest distance per environment."""
+    from contactnet.sim import contact_search
+
+    E, B = sim.num_envs, sim.max_bodies
+    forces = torch.zeros(E * B, 3, dtype=sim.dtype)
+    contacts = torch.zeros(E, dtype=torch.int64)
+    min_distance = torch.full((E,), float("inf"), dtype=sim.dtype)
+    if cand.count:
+        st = ipc.candidate_stencils(sim.faces, sim.edges, cand)
+        g = ipc.barrier_potential_gradient(x, sim.faces, sim.edges, cand, sim.dhat, sim.kappa, sim.rest,
+                                           per_candidate=True)
+        forces.index_add_(0, sim.vertex_body[st].reshape(-1), -g.reshape(-1, 3))
+        env = sim.packed.candidate_env(st)
+        real = torch.cat([cand.face_vertex[:, 0], cand.edge_edge[:, 0]]) >= 0
+        contacts.index_add_(0, env, real.long())
+        d = torch.where(real, contact_search.candidate_distances(sim.packed, x, cand), float("inf"))
+        min_distance = min_distance.scatter_reduce(0, env, d, "amin")
+    fcand, fmu = lag
+    if fcand.count:
+        st = ipc.candidate_stencils(sim.faces, sim.edges, fcand)
+        g = ipc.friction_potential_gradient(x - x_t, x_t, sim.faces, sim.edges, fcand, sim.dhat, sim.kappa, 1.0,
+                                            sim.eps_v * sim.dt, sim.rest, per_candidate=True)
+        forces.index_add_(0, sim.vertex_body[st].reshape(-1), -(fmu[:, None] * g).reshape(-1, 3))
+    return forces, contacts, min_distance
+
+
+@pytest.mark.parametrize("scene", ["stack", "bowl"])
+def test_contact_forces_equal_the_torch_composition(scene):
+    """`ipc.affine_contact_forces` (the stepper's end-of-step forces and statistics) against the
+    per-candidate ops it replaced: forces to 1e-12 relative, counts exactly, distances to 1e-15 m;
+    padding rows count nowhere, and an environment without contacts reports inf."""
+    built = [tilted_stack(tilt=0.02), tilted_stack(gap=0.05)] if scene == "stack" else [scenes.bowl_shake(seed=3)]
+    sim = Stepper(built, mu=0.4)
+    for _ in range(200):
+        if sim.step().contacts.max() > 0:
+            break
+    for _ in range(3):
+        sim.step()
+    x_t, near = sim._contacts_at_start(sim._adaptive)
+    lag = sim._friction_lag(near)
+    x = sim.positions(sim.q + 1e-5 * sim.free_dof[..., None])
+    cand = ipc.prune_candidates(x, sim.faces, sim.edges, sim._adaptive.search(sim.packed, x, None, sim.dhat, sim.q),
+                                sim.dhat)
+    fill = torch.full((3, 2), -1, dtype=torch.int64)
+    padded = ipc.Candidates(torch.cat([cand.face_vertex, fill]), torch.cat([cand.edge_edge, fill]))
+    assert cand.count > 0 and lag.candidates.count > 0
+    for c in (cand, padded):
+        forces, contacts, dmin = ipc.affine_contact_forces(
+            x, x_t, sim.rest, sim.faces, sim.edges, sim.vertex_body, c, *lag, sim.num_envs, sim.max_bodies, sim.dt,
+            sim.dhat, sim.kappa, sim.eps_v)
+        ref = contact_forces_reference(sim, x, x_t, c, lag)
+        assert_rel(forces, ref[0])
+        assert torch.equal(contacts, ref[1]) and int(contacts.sum()) == cand.count
+        torch.testing.assert_close(dmin, ref[2], rtol=0, atol=1e-15)
+    if scene == "stack":
+        assert int(contacts[1]) == 0 and dmin[1] == float("inf")
+
+
+def test_contact_forces_reject_bad_arguments():
+    sim = Stepper([tilted_stack()], mu=0.4)
+    x = sim.positions(sim.q)
+    none = ipc.Candidates(torch.zeros(0, 2, dtype=torch.int64), torch.zeros(0, 2, dtype=torch.int64))
+    mu = torch.zeros(0, dtype=sim.dtype)
+
+    def call(**kw):
+        args = dict(vertices=x, lagged_vertices=x, rest_vertices=sim.rest, faces=sim.faces, edges=sim.edges,
+                    vertex_body=sim.vertex_body, candidates=none, lag_candidates=none, lag_mu=mu, num_envs=1,
+                    num_bodies=sim.max_bodies, dt=0.01, dhat=1e-3, kappa=1.0, eps_v=1e-3)
+        args.update(kw)
+        return ipc.affine_contact_forces(**args)
+
+    forces, contacts, dmin = call()
+    assert not forces.any() and int(contacts) == 0 and dmin.isinf().all()
+    with pytest.raises(ValueError, match="lagged_vertices"):
+        call(lagged_vertices=x[:-1])
+    with pytest.raises(TypeError, match="rest_vertices"):
+        call(rest_vertices=sim.rest.float())
+    with pytest.raises(ValueError, match="lag_mu"):
+        call(lag_mu=torch.zeros(2, dtype=sim.dtype))
+    with pytest.raises(ValueError, match="num_bodies"):
+        call(num_bodies=0)
+    with pytest.raises(ValueError, match="vertex_body"):
+        call(num_bodies=1)  # bodies beyond E·B
+    with pytest.raises(ValueError, match="dhat"):
+        call(dhat=0.0)

@@ -32,7 +32,12 @@ Conventions (the same as IPC Toolkit 1.6.1, against which the tests compare):
 """
 
 from contactnet.ops._checks import trusted_indices
-from contactnet.ops.ipc.affine_potential import affine_positions, affine_potential, affine_potential_derivatives
+from contactnet.ops.ipc.affine_potential import (
+    affine_contact_forces,
+    affine_positions,
+    affine_potential,
+    affine_potential_derivatives,
+)
 from contactnet.ops.ipc.body_derivatives import BodyPairDerivatives, body_pair_derivatives, body_pair_derivatives_sum
 from contactnet.ops.ipc.candidates import (
     BodySearch,
@@ -90,6 +95,7 @@ __all__ = [
     "BodyTrees",
     "Candidates",
     "PaddedCandidates",
+    "affine_contact_forces",
     "affine_positions",
     "affine_potential",
     "affine_potential_derivatives",

@@ -26,7 +26,7 @@ from contactnet.ops.ipc.candidates import Candidates
 
 load_extension()
 
-__all__ = ["affine_positions", "affine_potential", "affine_potential_derivatives"]
+__all__ = ["affine_contact_forces", "affine_positions", "affine_potential", "affine_potential_derivatives"]
 
 
 def affine_positions(q, rest_vertices, vertex_body) -> torch.Tensor:
@@ -105,6 +105,48 @@ def affine_potential_derivatives(q, q_hat, weight, mass_matrix, ortho_weight, ve
     return torch.ops.contactnet.ipc_affine_potential_derivatives(*_args(
         q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body, candidates,
         lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v))
+
+
+def affine_contact_forces(vertices, lagged_vertices, rest_vertices, faces, edges, vertex_body,
+                          candidates: Candidates, lag_candidates: Candidates, lag_mu, num_envs: int,
+                          num_bodies: int, dt: float, dhat: float, kappa: float,
+                          eps_v: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Contact forces and statistics at the end of a step: forces (E·B, 3) on every flat body
+    e·B + b, −∇ of the barrier κ Σ m b (without the h² of the potential) and of the lagged
+    friction Σ μ D (velocities x − xᵗ, ε_v·dt) summed over its vertices; contacts (E,) int64, the
+    candidate rows of each environment (padding aside); min_distance (E,) m, their smallest exact
+    distance (inf without any). vertices (V, 3) positions, lagged_vertices (V, 3) xᵗ,
+    rest_vertices (V, 3), faces / edges of the packed mesh, vertex_body (V,) in [0, E·B),
+    candidates: the pairs within d̂ (a candidate counts in its first stencil vertex's
+    environment), lag_candidates and lag_mu (Nlag,) friction's lagged pairs and their μ."""
+    check_float_tensor(vertices, "vertices", (None, 3))
+    faces, edges, _ = ipc_mesh_args(vertices, faces, edges)
+    fv, ee = ipc_candidate_args(candidates, vertices, faces, edges)
+    lag_fv, lag_ee = ipc_candidate_args(lag_candidates, vertices, faces, edges)
+    for name, t, shape in (("lagged_vertices", lagged_vertices, (vertices.shape[0], 3)),
+                           ("rest_vertices", rest_vertices, (vertices.shape[0], 3)),
+                           ("lag_mu", lag_mu, (lag_fv.shape[0] + lag_ee.shape[0],))):
+        check_float_tensor(t, name, shape)
+        check_same_device(t, name, vertices, "vertices")
+        if t.dtype != vertices.dtype:
+            raise TypeError(f"{name}: expected {vertices.dtype} like vertices, got {t.dtype}")
+    for name, n in (("num_envs", num_envs), ("num_bodies", num_bodies)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{name}: expected a positive int, got {n!r}")
+    vertex_body = as_index_tensor(vertex_body, "vertex_body", (vertices.shape[0],))
+    check_same_device(vertex_body, "vertex_body", vertices, "vertices")
+    if values_checked_here(vertex_body):
+        check_index_values(vertex_body, "vertex_body", num_envs * num_bodies)
+    return torch.ops.contactnet.ipc_affine_contact_forces(
+        vertices, lagged_vertices, rest_vertices, faces, edges, vertex_body, fv, ee, lag_fv, lag_ee, lag_mu,
+        num_envs, num_bodies, check_positive(dt, "dt"), check_positive(dhat, "dhat"),
+        check_positive(kappa, "kappa", allow_zero=True), check_positive(eps_v, "eps_v"))
+
+
+@torch.library.register_fake("contactnet::ipc_affine_contact_forces")
+def _(vertices, lagged, rest, faces, edges, vertex_body, fv, ee, lag_fv, lag_ee, lag_mu, num_envs, num_bodies, *args):
+    return (vertices.new_empty((num_envs * num_bodies, 3)), vertices.new_empty((num_envs,), dtype=torch.int64),
+            vertices.new_empty((num_envs,)))
 
 
 @torch.library.register_fake("contactnet::ipc_affine_positions")
