@@ -133,14 +133,14 @@ class Adaptive(StepMode):
         """−H⁻¹g, shifting only environments whose H does not factorise (flat shells, free affine
         modes) by growing multiples of `scale`; and (E,) bool: H factorised."""
         shift = torch.zeros(H.shape[0], dtype=H.dtype, device=H.device)
-        L, info = torch.linalg.cholesky_ex(H)  # nearly always enough: no shifted copy
+        x, ok = ipc.cholesky_solve(H, grad, shift)  # nearly always enough
         for _ in range(7):
-            bad = info != 0
+            bad = ~ok
             if not bool(bad.any()):
                 break
             shift = torch.where(bad, torch.where(shift == 0, 1e-12, shift * 100), shift)
-            L, info = torch.linalg.cholesky_ex(H + (shift * scale)[:, None, None] * eye)
-        return -torch.cholesky_solve(grad[..., None], L)[..., 0], info == 0
+            x, ok = ipc.cholesky_solve(H, grad, shift * scale)
+        return -x, ok
 
     def screen(self, dq: torch.Tensor, factorised: torch.Tensor) -> torch.Tensor:
         return dq

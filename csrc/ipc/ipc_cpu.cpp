@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "common/launch_cpu.h"
+#include "ipc/cholesky_solve.h"
 #include "ipc/ipc_body_candidates.h"
 #include "ipc/ipc_ops.h"
 
@@ -211,6 +212,9 @@ TORCH_LIBRARY_FRAGMENT(contactnet, m) {
       "Tensor edges, Tensor? vertex_body, Tensor q_t0, Tensor? q_t1, Tensor body_pairs, "
       "Tensor box, Tensor node, Tensor prim, Tensor root, float reach, int capacity) -> "
       "(Tensor fv, Tensor ee, Tensor counts, Tensor stats)");
+  m.def(
+      "ipc_cholesky_solve(Tensor hessian, Tensor gradient, Tensor shift) -> (Tensor solution, "
+      "Tensor factorised)");
 }
 
 TORCH_LIBRARY_IMPL(contactnet, CPU, m) {
@@ -220,6 +224,7 @@ TORCH_LIBRARY_IMPL(contactnet, CPU, m) {
   m.impl("ipc_body_trees", &ipc_body_trees_cpu);
   m.impl("ipc_body_candidates", &ipc_body_candidates_cpu);
   m.impl("ipc_body_candidates_padded", &ipc_body_candidates_padded_cpu);
+  m.impl("ipc_cholesky_solve", &ipc_cholesky_solve_cpu);
 }
 
 }  // namespace contactnet

@@ -295,6 +295,19 @@ def test_affine_contact_forces():
         close(want[2], got[2], name="min_distance")
 
 
+def test_cholesky_solve():
+    """The Newton solve: torch's batched Cholesky on the GPU, the CPU op here; failures are NaN and
+    False on both."""
+    from tests.ops.test_cholesky_solve import spd
+
+    H, g = spd(5, 40, seed=2), torch.randn(5, 40, dtype=torch.float64)
+    H[3] -= 2e3 * torch.eye(40, dtype=torch.float64)
+    shift = torch.tensor([0.0, 0.5, 0.0, 0.0, 1.0], dtype=torch.float64)
+    want, got = ipc.cholesky_solve(H, g, shift), ipc.cholesky_solve(*to_dev(H, g, shift))
+    close(want[1], got[1], name="factorised")
+    close(want[0], got[0], rtol=1e-10, atol=1e-10, name="solution")
+
+
 # ---- mesh queries ---------------------------------------------------------------------------------------
 
 
