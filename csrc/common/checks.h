@@ -11,6 +11,7 @@
 #include <initializer_list>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/aminmax.h>
 #include <c10/util/Exception.h>
 
 namespace contactnet {
@@ -44,11 +45,16 @@ inline void check_index_input(const at::Tensor& t, const char* name,
   check_input(t, name, shape);
   TORCH_CHECK(t.scalar_type() == at::kLong, name, ": expected int64, got ", t.scalar_type());
   if (t.numel() > 0 && values_checked_in_cpp(t)) {
-    // One pass over the data, no dispatch: the stepper checks small index tensors ~60 times a step.
-    const int64_t* p = t.data_ptr<int64_t>();
-    const int64_t n = t.numel();
+    // Small tensors (the stepper checks ~60 a step) in a loop without dispatch; large ones with
+    // ATen's vectorised one-pass kernel.
     bool ok = true;
-    for (int64_t i = 0; i < n; ++i) ok &= p[i] >= 0 && p[i] < bound;
+    if (t.numel() <= 4096) {
+      const int64_t* p = t.data_ptr<int64_t>();
+      for (int64_t i = 0, n = t.numel(); i < n; ++i) ok &= (p[i] >= 0) & (p[i] < bound);
+    } else {
+      const auto [lo, hi] = at::aminmax(t);
+      ok = lo.item<int64_t>() >= 0 && hi.item<int64_t>() < bound;
+    }
     TORCH_CHECK_VALUE(ok, name, ": indices must lie in [0, ", bound, ")");
   }
 }

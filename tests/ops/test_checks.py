@@ -127,6 +127,15 @@ def test_cpu_value_checks_run_in_cpp_with_the_argument_names():
         ops.ipc_collision_candidates(V, F + V.shape[0], E, None, dhat)
     with pytest.raises(ValueError, match="vertex_body: body ids must be >= 0"):
         ops.ipc_collision_candidates(V, F, E, body - 1, dhat)
+    # large index tensors take another path (one vectorised pass) with the same verdicts
+    big = F.repeat(2048 // F.shape[0] + 1, 1)
+    assert big.numel() > 4096
+    ops.ipc_collision_candidates(V, big, E, None, dhat)
+    for bad in (V.shape[0], -1):
+        wrong = big.clone()
+        wrong[-1, 2] = bad
+        with pytest.raises(ValueError, match="faces: indices must lie in"):
+            ops.ipc_collision_candidates(V, wrong, E, None, dhat)
     with pytest.raises(ValueError, match=r"candidates.face_vertex\): column 1 must lie in"):
         ops.ipc_barrier_potential(V, rest, F, E, fv + torch.tensor([0, F.shape[0]]), ee, dhat, 1.0)
     with pytest.raises(ValueError, match=r"candidates.edge_edge\): a padding row"):
