@@ -310,11 +310,28 @@ at::Tensor ipc_affine_potential_impl(
   return total;
 }
 
-// Host: the chain rule's sums of candidates' blocks, bodies in parallel: part (n, s, t) of
-// candidate n writes only into the rows of its body s (gradient and Hessian block [s, t]), so
-// the parts are bucketed by that body and each bucket runs in candidate order. Every entry then
-// receives its terms in the serial loop's order: the same sums, bit for bit, and one
-// environment's bodies also spread over the threads.
+// Host: the chain rule's sums of candidates' blocks, each candidate's four parts (n, s, t) in
+// candidate order into the rows of its bodies, so every entry receives its terms in the serial
+// loop's order (the same sums, bit for bit, on any number of threads). Part (n, s, t) writes only
+// into the rows of body s (gradient and Hessian block [s, t]), and environments' rows are
+// disjoint: with at least as many environments as threads, environments run in parallel, each
+// candidate's parts together (its 12×12 blocks read once); with fewer, the parts are bucketed by
+// body, so one environment's bodies share the threads.
+template <typename F>
+void add_by_environment(const F& f, const at::Tensor& body, int64_t B, int64_t E) {
+  const int64_t n = body.size(0);
+  const int64_t* b = body.data_ptr<int64_t>();
+  std::vector<int64_t> start(E + 1, 0), order(n);
+  for (int64_t i = 0; i < n; ++i) ++start[b[2 * i] / B + 1];
+  for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
+  std::vector<int64_t> fill(start.begin(), start.end() - 1);
+  for (int64_t i = 0; i < n; ++i) order[fill[b[2 * i] / B]++] = i;
+  at::parallel_for(0, E, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t k = start[begin]; k < start[end]; ++k)
+      for (int64_t part = 0; part < 4; ++part) f(4 * order[k] + part);
+  });
+}
+
 template <typename F>
 void add_by_body(const F& f, const at::Tensor& body, int64_t num_bodies) {
   const int64_t n = body.size(0);
@@ -352,14 +369,17 @@ std::tuple<at::Tensor, at::Tensor> ipc_affine_potential_derivatives_impl(
       auto f = body_pair_functor<scalar_t>(local_grad, local_hess, cb.stencils, cb.is_fv, rest,
                                            grad, hess, cb.body.data_ptr<int64_t>(), nullptr);
       f.dense_bodies = B;
-      if (q.is_cpu())
+      if (q.is_cpu() && E >= at::get_num_threads())
+        add_by_environment(f, cb.body, B, E);
+      else if (q.is_cpu())
         add_by_body(f, cb.body, E * B);
       else
         L::ordered(q, 4 * cb.stencils.size(0), f);
     });
   };
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential_derivatives", [&] {
-    L::cheap(q, E * B,
+    // A 9×9 projection per body (~5 µs): the heavy grain spreads a few hundred bodies over threads.
+    L::heavy(q, E * B,
              AffineBodyFunctor<scalar_t>{q.data_ptr<scalar_t>(), q_hat.data_ptr<scalar_t>(),
                                          weight.data_ptr<scalar_t>(), mass.data_ptr<scalar_t>(),
                                          ortho.data_ptr<scalar_t>(), scalar_t(h2), B, nullptr,

@@ -64,23 +64,25 @@ def test_fused_potential_equals_the_torch_reference(scene, envs):
         assert_rel(H, H_ref)
 
 
-def test_fused_derivatives_are_the_same_bits_on_any_number_of_threads():
-    """The CPU sums run bodies in parallel, each body's rows in candidate order: one thread and
-    two give the same bits (a stack of two environments, so bodies of one environment and of
-    different ones meet on the threads)."""
-    sim = Stepper([tilted_stack(tilt=0.02 * (e + 1)) for e in range(2)], mu=0.4)
+@pytest.mark.parametrize("envs", [1, 3])
+def test_fused_derivatives_are_the_same_bits_on_any_number_of_threads(envs):
+    """The CPU sums add each entry's terms in candidate order, by environment (as many as threads)
+    or by body (fewer): one thread and two give the same bits, on one environment (its bodies
+    share the threads) and on three."""
+    sim = Stepper([tilted_stack(tilt=0.02 * (e + 1)) for e in range(envs)], mu=0.4)
     for _ in range(30):
         sim.step()
     args = potential_inputs(sim, seed=0, pad=2)
     assert args[-1].count > 0 and args[6].candidates.count > 0
     before = torch.get_num_threads()
     try:
-        torch.set_num_threads(1)
-        g1, H1 = potential.gradient_hessian(*args)
-        torch.set_num_threads(2)
-        g2, H2 = potential.gradient_hessian(*args)
+        results = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results.append(potential.gradient_hessian(*args))
     finally:
         torch.set_num_threads(before)
+    (g1, H1), (g2, H2) = results
     assert torch.equal(g1, g2) and torch.equal(H1, H2)
 
 
