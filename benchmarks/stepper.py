@@ -10,8 +10,10 @@ min-|sd| at contacts next to MuJoCo) is its own command: `python -m benchmarks.p
 syncs; the CUDA-graph-capturable flow) on the same scenes in the same run, next to the adaptive one.
 
 Timing: each environment count is warmed up (the objects land in the bowl, the stack settles),
-then `--steps` steps are timed. MuJoCo steps the same scenes (meshes collide as convex hulls),
-one MjData per environment in a loop, in the same run.
+then ours and MuJoCo (the same scenes, meshes colliding as convex hulls, one MjData per
+environment in a loop) each time `--steps` steps in turn, `--rounds` times: figures are medians
+over the rounds and the ratio is the median of the rounds' ratios (its range in the JSON), so a
+machine whose speed drifts during the run shifts both sides of a round alike.
 """
 
 import argparse
@@ -29,46 +31,79 @@ def build(name: str, envs: int):
     return [scenes.cube_stack(count=10)] * envs
 
 
-def time_ours(name: str, envs: int, dt: float, warm: int, steps: int, fixed: int | None = None) -> dict:
-    sim = Stepper(build(name, envs), dt=dt, on_failure="ignore", fixed_iterations=fixed)
-    for _ in range(warm):
-        sim.step()
-    iterations, contacts = 0, 0
-    start = time.perf_counter()
-    for _ in range(steps):
-        info = sim.step()
-        assert bool((info.min_distance > 0).all()), "penetration"
-        iterations += info.iterations
-        contacts += float(info.contacts.double().mean())
-    elapsed = time.perf_counter() - start
-    sim.validate()  # fixed mode: no candidate overflow, nothing non-finite
-    return {"env_steps_per_s": envs * steps / elapsed, "newton_iterations": iterations / steps,
-            "contacts": contacts / steps}
+class Ours:
+    """The stepper on a scene, warmed up; `run(steps)` times the next steps."""
+
+    def __init__(self, name: str, envs: int, dt: float, warm: int, fixed: int | None = None):
+        self.envs = envs
+        self.sim = Stepper(build(name, envs), dt=dt, on_failure="ignore", fixed_iterations=fixed)
+        for _ in range(warm):
+            self.sim.step()
+
+    def run(self, steps: int) -> dict:
+        iterations, contacts = 0, 0
+        start = time.perf_counter()
+        for _ in range(steps):
+            info = self.sim.step()
+            assert bool((info.min_distance > 0).all()), "penetration"
+            iterations += info.iterations
+            contacts += float(info.contacts.double().mean())
+        elapsed = time.perf_counter() - start
+        self.sim.validate()  # fixed mode: no candidate overflow, nothing non-finite
+        return {"env_steps_per_s": self.envs * steps / elapsed, "newton_iterations": iterations / steps,
+                "contacts": contacts / steps}
 
 
-def time_mujoco(name: str, envs: int, dt: float, warm: int, steps: int) -> dict | None:
-    try:
+class Mujoco:
+    """MuJoCo on the same scene (meshes as convex hulls), one MjData per environment in a loop."""
+
+    def __init__(self, name: str, envs: int, dt: float, warm: int):
         from contactnet.sim.mujoco_export import MujocoScene
+
+        self.sims = [MujocoScene(s, dt=dt) for s in build(name, envs)]
+        for _ in range(warm):
+            for m in self.sims:
+                m.step()
+
+    def run(self, steps: int) -> dict:
+        start = time.perf_counter()
+        for _ in range(steps):
+            for m in self.sims:
+                m.step()
+        elapsed = time.perf_counter() - start
+        return {"env_steps_per_s": len(self.sims) * steps / elapsed,
+                "contacts": float(np.mean([m.data.ncon for m in self.sims]))}
+
+
+def mujoco_or_none(name: str, envs: int, dt: float, warm: int) -> Mujoco | None:
+    try:
+        return Mujoco(name, envs, dt, warm)
     except ImportError:
         return None
-    sims = [MujocoScene(s, dt=dt) for s in build(name, envs)]
-    for _ in range(warm):
-        for m in sims:
-            m.step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        for m in sims:
-            m.step()
-    elapsed = time.perf_counter() - start
-    return {"env_steps_per_s": envs * steps / elapsed,
-            "contacts": float(np.mean([m.data.ncon for m in sims]))}
+
+
+def interleaved(runners: dict, steps: int, rounds: int) -> dict[str, list[dict]]:
+    """Each runner times `steps` steps in turn, `rounds` times (A B A B …): a machine whose speed
+    drifts slows both sides of a round alike, so per-round ratios hold where single runs do not."""
+    out = {k: [] for k in runners}
+    for _ in range(rounds):
+        for k, r in runners.items():
+            out[k].append(r.run(steps))
+    return out
+
+
+def median(values) -> float:
+    return float(np.median(np.asarray(values, dtype=float)))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 and 4 environments, 10 steps")
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 4, 16, 64])
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=20, help="steps per timed round")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of ours / MuJoCo in turn; figures are medians over rounds, the ratio "
+                             "the median of the rounds' ratios")
     parser.add_argument("--dt", type=float, default=0.01)
     parser.add_argument("--scenes", nargs="+", default=["bowl", "stack"], choices=["bowl", "stack"])
     parser.add_argument("--threads", type=int, default=None)
@@ -79,22 +114,33 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.quick:
-        args.envs, args.steps = [1, 4], 10
+        args.envs, args.steps, args.rounds = [1, 4], 10, 2
     rows = []
     for name, warm in (("bowl", 40), ("stack", 50)):
         if name not in args.scenes:
             continue
         for envs in args.envs:
-            row = {"scene": name, "envs": envs, **time_ours(name, envs, args.dt, warm, args.steps)}
+            runners = {"ours": Ours(name, envs, args.dt, warm)}
             if args.fixed_iterations:
-                fixed = time_ours(name, envs, args.dt, warm, args.steps, args.fixed_iterations)
-                row["fixed_env_steps_per_s"] = fixed["env_steps_per_s"]
-                row["fixed_vs_adaptive"] = fixed["env_steps_per_s"] / row["env_steps_per_s"]
-            mj = time_mujoco(name, envs, args.dt, warm, args.steps)
+                runners["fixed"] = Ours(name, envs, args.dt, warm, args.fixed_iterations)
+            mj = mujoco_or_none(name, envs, args.dt, warm)
             if mj:
-                row["mujoco_env_steps_per_s"] = mj["env_steps_per_s"]
-                row["mujoco_contacts"] = mj["contacts"]
-                row["ratio_vs_mujoco"] = row["env_steps_per_s"] / mj["env_steps_per_s"]
+                runners["mujoco"] = mj
+            res = interleaved(runners, args.steps, args.rounds)
+            ours = res["ours"]
+            row = {"scene": name, "envs": envs, "env_steps_per_s": median([r["env_steps_per_s"] for r in ours]),
+                   "newton_iterations": median([r["newton_iterations"] for r in ours]),
+                   "contacts": median([r["contacts"] for r in ours])}
+            if "fixed" in res:
+                row["fixed_env_steps_per_s"] = median([r["env_steps_per_s"] for r in res["fixed"]])
+                row["fixed_vs_adaptive"] = median([f["env_steps_per_s"] / o["env_steps_per_s"]
+                                                   for f, o in zip(res["fixed"], ours)])
+            if "mujoco" in res:
+                row["mujoco_env_steps_per_s"] = median([r["env_steps_per_s"] for r in res["mujoco"]])
+                row["mujoco_contacts"] = median([r["contacts"] for r in res["mujoco"]])
+                ratios = [o["env_steps_per_s"] / m["env_steps_per_s"] for o, m in zip(ours, res["mujoco"])]
+                row["ratio_vs_mujoco"] = median(ratios)
+                row["ratio_range"] = [min(ratios), max(ratios)]
             rows.append(row)
             print_table([row], list(row))
             print()
