@@ -6,8 +6,9 @@
 //     triangle; an environment whose shifted H is not positive definite (or not finite) gets x = NaN
 //     and false.
 //
-// For n ≈ 100 LAPACK's potrf plus torch's triangle masking and column-major copies cost about 3×
-// this loop (left-looking, contiguous row dot products); environments run in parallel.
+// At the stepper's sizes (n ≈ 100) torch's cholesky_ex + cholesky_solve (LAPACK's potrf, then
+// triangle masking and column-major copies) take 1.3× this loop for one system and 2.3–2.5× for
+// 4–64 on 2 threads (left-looking, contiguous row dot products; environments in parallel).
 #pragma once
 
 #include <cmath>

@@ -1,7 +1,7 @@
 """Batched dense SPD solves for the stepper's Newton systems: x = (H + shift·I)⁻¹ g per environment,
-and whether each shifted H factorised. On the CPU one op (csrc/ipc/cholesky_solve.h: about 3× faster
-than torch's Cholesky at the stepper's sizes, whose triangle masking and column-major copies cost
-more than the factorisation); on a GPU torch's batched Cholesky.
+and whether each shifted H factorised. On the CPU one op (csrc/ipc/cholesky_solve.h: 1.3–2.5× torch's
+Cholesky at the stepper's sizes, whose triangle masking and column-major copies cost more than the
+factorisation there); on a GPU torch's batched Cholesky.
 """
 
 from __future__ import annotations
