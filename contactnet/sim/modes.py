@@ -76,7 +76,7 @@ class StepMode(abc.ABC):
         """The step's starting energy (E,) is known; Newton iterations follow."""
 
     @abc.abstractmethod
-    def solve(self, H, grad, scale, eye) -> tuple[torch.Tensor, torch.Tensor]:
+    def solve(self, H, grad, scale) -> tuple[torch.Tensor, torch.Tensor]:
         """Newton direction −H⁻¹g (E, n) and (E,) bool: H factorised; scale (E,) sizes shifts."""
 
     @abc.abstractmethod
@@ -129,7 +129,7 @@ class Adaptive(StepMode):
         to the contacts of the environments still iterating, not to the scene."""
         return self.neighbours.query(scene, x0, x1, reach, q0, q1, active)
 
-    def solve(self, H, grad, scale, eye):
+    def solve(self, H, grad, scale):
         """−H⁻¹g, shifting only environments whose H does not factorise (flat shells, free affine
         modes) by growing multiples of `scale`; and (E,) bool: H factorised."""
         shift = torch.zeros(H.shape[0], dtype=H.dtype, device=H.device)
@@ -198,9 +198,10 @@ class FixedShape(StepMode):
         self.step_overflow |= found.overflow
         return found.candidates
 
-    def solve(self, H, grad, scale, eye):
+    def solve(self, H, grad, scale):
         """−H⁻¹g with the first of a fixed ladder of shifts that factorises; 0 where none does
         (non-finite where grad or H are); and (E,) bool: H factorised."""
+        eye = torch.eye(H.shape[1], dtype=H.dtype, device=H.device)
         L, info = torch.linalg.cholesky_ex(H)
         for shift in (1e-9, 1e-4):
             L2, info2 = torch.linalg.cholesky_ex(H + (shift * scale)[:, None, None] * eye)

@@ -224,13 +224,12 @@ class Stepper:
         """Newton direction −H⁻¹g per environment with the DOFs of static and absent bodies fixed,
         and (E,) bool: H factorised (see the mode's `solve`). H, fresh from `_gradient_hessian`,
         is overwritten (no copies of the (E, n, n) systems)."""
-        n = grad.shape[1]
         fixed = ~self.free_dof.repeat_interleave(12, dim=1)  # (E, n)
         H.masked_fill_(fixed[:, :, None] | fixed[:, None, :], 0.0)
         H.diagonal(dim1=1, dim2=2).add_(fixed.to(H.dtype))
         grad = grad.masked_fill(fixed, 0.0)
         scale = torch.diagonal(H, dim1=1, dim2=2).abs().amax(1).clamp_min(1e-300)
-        return mode.solve(H, grad, scale, torch.eye(n, dtype=H.dtype, device=H.device))
+        return mode.solve(H, grad, scale)
 
     def _ccd(self, x0, x1, cand: ipc.Candidates) -> torch.Tensor:
         """(E,) largest collision-free fraction of the move x0 → x1 (V, 3) (conservative). cand: a

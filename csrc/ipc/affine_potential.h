@@ -257,11 +257,7 @@ inline void check_affine_potential_inputs(
       {&ortho, "ortho_weight"}, {&vertices, "vertices"}, {&rest, "rest_vertices"},
       {&lagged, "lagged_vertices"}, {&lag_mu, "lag_mu"}};
   for (const auto& [t, name] : floats) check_same_device_dtype(*t, name, q, "q");
-  check_vertices(vertices, "vertices");
-  check_vertices(rest, "rest_vertices");
-  check_vertices(lagged, "lagged_vertices");
-  check_same_batch(vertices, "vertices", rest, "rest_vertices");
-  check_same_batch(vertices, "vertices", lagged, "lagged_vertices");
+  check_lagged_vertices(vertices, "vertices", lagged, rest);
   check_mesh(vertices, faces, edges, std::nullopt);
   check_index_input(vertex_body, "vertex_body", {vertices.size(0)}, E * B);
   check_candidates(vertices, faces, edges, fv, ee);
@@ -419,13 +415,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_contact_forces_impl(
     const at::Tensor& fv, const at::Tensor& ee, const at::Tensor& lag_fv,
     const at::Tensor& lag_ee, const at::Tensor& lag_mu, int64_t num_envs, int64_t num_bodies,
     double dt, double dhat, double kappa, double eps_v) {
-  check_vertices(vertices, "vertices");
-  check_vertices(lagged, "lagged_vertices");
-  check_vertices(rest, "rest_vertices");
-  check_same_device_dtype(lagged, "lagged_vertices", vertices, "vertices");
-  check_same_device_dtype(rest, "rest_vertices", vertices, "vertices");
-  check_same_batch(vertices, "vertices", lagged, "lagged_vertices");
-  check_same_batch(vertices, "vertices", rest, "rest_vertices");
+  check_lagged_vertices(vertices, "vertices", lagged, rest);
   check_mesh(vertices, faces, edges, std::nullopt);
   TORCH_CHECK(num_envs > 0 && num_bodies > 0, "num_envs, num_bodies: expected > 0, got ",
               num_envs, ", ", num_bodies);

@@ -64,6 +64,19 @@ inline void check_vertices(const at::Tensor& v, const char* name) {
   check_float_input(v, name, {-1, 3});
 }
 
+// Per-vertex positions `x`, their lagged copy and the rest positions: (V, 3) each, one float
+// dtype and device.
+inline void check_lagged_vertices(const at::Tensor& x, const char* x_name, const at::Tensor& lagged,
+                                  const at::Tensor& rest) {
+  check_vertices(x, x_name);
+  check_vertices(lagged, "lagged_vertices");
+  check_vertices(rest, "rest_vertices");
+  check_same_device_dtype(x, x_name, lagged, "lagged_vertices");
+  check_same_device_dtype(x, x_name, rest, "rest_vertices");
+  check_same_batch(x, x_name, lagged, "lagged_vertices");
+  check_same_batch(x, x_name, rest, "rest_vertices");
+}
+
 inline void check_mesh(const at::Tensor& vertices, const at::Tensor& faces, const at::Tensor& edges,
                        const std::optional<at::Tensor>& vertex_body) {
   const int64_t V = vertices.size(0);
@@ -200,13 +213,7 @@ at::Tensor ipc_friction_impl(const at::Tensor& velocities, const at::Tensor& lag
                              const at::Tensor& edges, const at::Tensor& fv, const at::Tensor& ee,
                              double dhat, double kappa, double mu, double eps_v, int order,
                              const Launch& launch) {
-  check_vertices(velocities, "velocities");
-  check_vertices(lagged, "lagged_vertices");
-  check_vertices(rest, "rest_vertices");
-  check_same_device_dtype(velocities, "velocities", lagged, "lagged_vertices");
-  check_same_device_dtype(velocities, "velocities", rest, "rest_vertices");
-  check_same_batch(velocities, "velocities", lagged, "lagged_vertices");
-  check_same_batch(velocities, "velocities", rest, "rest_vertices");
+  check_lagged_vertices(velocities, "velocities", lagged, rest);
   check_mesh(lagged, faces, edges, std::nullopt);
   check_candidates(lagged, faces, edges, fv, ee);
   TORCH_CHECK(dhat > 0, "dhat: expected > 0, got ", dhat);
