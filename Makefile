@@ -44,7 +44,9 @@ $(EXT_STAMP): $(DEPS_STAMP) $(CSRC) setup.py
 build: $(EXT_STAMP)
 
 test: build
-	$(PY) -m pytest -q tests
+	@# One worker per core (pytest-xdist): the suite is many independent tests, most of them
+	@# single-threaded Python; tests/conftest.py gives each worker its share of the cores.
+	$(PY) -m pytest -q -n auto tests
 
 # The main job: generate the built-in procedural dataset if it is missing (resuming a partial one),
 # train LOCC on it, and print test accuracy on known and unknown objects next to two baselines.

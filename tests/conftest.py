@@ -1,12 +1,25 @@
 """Shared test fixtures: the devices to run on (CUDA tests skip, never fail, without a GPU) and one
 tiny procedural dataset per test session."""
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def pytest_configure(config):
+    # Under pytest-xdist (`make test` runs one worker per core) each worker gets its share of the
+    # cores: a torch pool per worker the size of the machine would oversubscribe it.
+    # The variable reaches the processes tests start (notebook kernels, DDP ranks, generation
+    # workers), whose OpenMP threads would otherwise spin against the other workers'.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        share = max(1, (os.cpu_count() or 1) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(share)
+        torch.set_num_threads(share)
 
 DEVICES = [
     "cpu",
