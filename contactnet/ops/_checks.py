@@ -13,7 +13,8 @@ Where checks run:
   wrapper checks them here before the launch and the C++ entry does not. Under CUDA graph
   capture (`torch.cuda.is_current_stream_capturing()`) a sync is forbidden, so value checks are
   skipped there, as they are inside `trusted_indices()` (for callers whose indices are valid by
-  construction). `values_checked_here` is that rule. Pure-torch functions (no C++ entry) check
+  construction). `values_checked_here` is that rule. Inside `trusted_inputs()` (a hot loop over
+  tensors contactnet built and checked once) the wrappers check nothing at all. Pure-torch functions (no C++ entry) check
   values here on every device, skipped the same way under capture or trust.
 - Boundary conversions: an index tensor of any integer dtype or layout is cast / copied to a
   contiguous int64 tensor once (`as_index_tensor`); one that already is passes through with no
@@ -56,6 +57,25 @@ def trusted_indices():
         _trust.on = before
 
 
+@contextlib.contextmanager
+def trusted_inputs():
+    """Within this context the wrappers check nothing: the caller vouches for every argument
+    (type, dtype, shape, device, layout, index values) and passes index tensors as contiguous
+    int64 already. For hot loops over tensors that contactnet built itself, such as a stepper's
+    Newton iterations after it has checked its state once: there the checks' Python is a tenth of
+    a small scene's step. (On the CPU the ops' C++ entries still check index values.)"""
+    before = getattr(_trust, "on", False), getattr(_trust, "inputs", False)
+    _trust.on = _trust.inputs = True
+    try:
+        yield
+    finally:
+        _trust.on, _trust.inputs = before
+
+
+def _trusted() -> bool:
+    return getattr(_trust, "inputs", False)
+
+
 def capturing(like: torch.Tensor) -> bool:
     """Whether `like`'s device is inside a CUDA graph capture (where a host sync is forbidden)."""
     return like.is_cuda and torch.cuda.is_current_stream_capturing()
@@ -87,6 +107,8 @@ def check_tensor(x, name: str) -> None:
 
 def check_float_tensor(x, name: str, shape: Sequence[int | None]) -> None:
     """Check that `x` is a contiguous float32/float64 tensor of `shape` (None = any size)."""
+    if _trusted():
+        return
     check_tensor(x, name)
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{name}: expected dtype float32 or float64, got {x.dtype}")
@@ -98,6 +120,8 @@ def check_float_tensor(x, name: str, shape: Sequence[int | None]) -> None:
 
 def check_same_batch(tensors: dict[str, torch.Tensor]) -> None:
     """All tensors share device, dtype and leading (batch) size."""
+    if _trusted():
+        return
     (first_name, first), *rest = tensors.items()
     for name, x in rest:
         check_same_device(x, name, first, first_name)
@@ -108,6 +132,8 @@ def check_same_batch(tensors: dict[str, torch.Tensor]) -> None:
 
 
 def check_same_device(x: torch.Tensor, name: str, like: torch.Tensor, like_name: str) -> None:
+    if _trusted():
+        return
     if x.device != like.device:
         raise ValueError(f"{name} is on {x.device} but {like_name} is on {like.device}; expected one device")
 
@@ -117,6 +143,8 @@ def as_index_tensor(x, name: str, shape: Sequence[int | None], device=None) -> t
     any layout copied, once; an int64 contiguous tensor is returned as is (no copy). With
     `device`, the result is moved there (mesh ids follow their library); otherwise the caller
     checks the device."""
+    if _trusted():
+        return x
     check_tensor(x, name)
     if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
         raise TypeError(f"{name}: expected an integer dtype (int64 preferred), got {x.dtype}")
@@ -171,6 +199,8 @@ def ipc_mesh_args(vertices, faces, edges, vertex_body=None, name: str = "vertice
     """Checked (faces, edges, vertex_body) of a packed IPC mesh: vertices (V, 3) float; faces
     (F, 3), edges (E, 2) and vertex_body (V,) (optional) integer tensors, returned as contiguous
     int64 on the vertices' device, indices in [0, V) (vertex_body >= 0)."""
+    if _trusted():
+        return faces, edges, vertex_body
     check_float_tensor(vertices, name, (None, 3))
     n = vertices.shape[0]
     faces = as_index_tensor(faces, "faces", (None, 3))
@@ -192,6 +222,8 @@ def ipc_candidate_args(candidates, vertices, faces, edges):
     """Checked (face_vertex, edge_edge) of a Candidates pair: (N, 2) integer tensors as contiguous
     int64 on the vertices' device; face–vertex rows (vertex < V, face < F), edge–edge rows
     (edge < E, edge < E), or rows of -1 (padding)."""
+    if _trusted():
+        return candidates[0], candidates[1]
     if not isinstance(candidates, tuple) or len(candidates) != 2:
         raise TypeError("candidates: expected a Candidates (face_vertex, edge_edge) pair")
     fv = as_index_tensor(candidates[0], "candidates.face_vertex", (None, 2))
@@ -320,6 +352,8 @@ def boundary_layer_widths(r, name: str, q: int, like: torch.Tensor) -> torch.Ten
 
 def check_positive(value, name: str, allow_zero: bool = False) -> float:
     """A finite real number > 0 (>= 0 with allow_zero), as a float."""
+    if _trusted():
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name}: expected a number, got {type(value).__name__}")
     value = float(value)

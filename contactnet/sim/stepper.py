@@ -248,10 +248,22 @@ class Stepper:
         With fixed_iterations the step runs no host sync and checks nothing (call `validate()`),
         and it updates `q`, `qdot`, `time` and `contact_forces` in place, so replaying a CUDA graph
         captured around one `step()` advances the stepper."""
-        # Every index the step hands the ops (packed faces and edges, searched candidates) is valid
-        # by construction: checking their values would only read them on the host, op after op.
-        with ipc.trusted_indices():
+        # Every tensor the step hands the ops is built by the packed scene or by the ops themselves
+        # from the state checked here: checking them again, op after op, would only cost Python
+        # time and (index values on a GPU) host reads.
+        self._check_state()
+        with ipc.trusted_inputs():
             return self._step(self._mode)
+
+    def _check_state(self) -> None:
+        """The state a user may have replaced between steps has the stepper's dtype, shape and device."""
+        E, B = self.num_envs, self.max_bodies
+        for name, shape in (("q", (E, B, 12)), ("qdot", (E, B, 12)), ("time", (E,)),
+                            ("contact_forces", (E, B, 3))):
+            t = getattr(self, name)
+            check_float_tensor(t, name, shape)
+            if t.dtype != self.dtype or t.device != self.device:
+                raise TypeError(f"{name}: expected a {self.dtype} tensor on {self.device}, got {t.dtype} on {t.device}")
 
     def validate(self) -> None:
         """Raise on what fixed-iteration steps since the last call recorded (they check nothing, to

@@ -9,7 +9,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.ops import blem_contacts, ipc, mesh_collide, mesh_distance
-from contactnet.ops._checks import as_index_tensor, values_checked_here
+from contactnet.ops._checks import as_index_tensor, check_float_tensor, values_checked_here
 from tests.ops import ipc_cases as cases
 from tests.ops.mesh_cases import bumpy_sphere, random_poses
 
@@ -154,6 +154,21 @@ def test_values_are_checked_in_python_off_the_cpu_unless_trusted():
     with ipc.trusted_indices():
         assert not values_checked_here(meta)
         assert not values_checked_here(torch.empty(3), checked_in_cpp_on_cpu=False)
+
+
+def test_trusted_inputs_skip_every_check_and_restore_them():
+    V, F, E, body, dhat = cases.stacked_sheets(3)
+    with pytest.raises(ValueError, match="candidates.face_vertex"):
+        ipc.barrier_potential(V, F, E, ipc.Candidates(torch.zeros(3, 3, dtype=torch.int64),
+                                                      torch.zeros(0, 2, dtype=torch.int64)), dhat)
+    cand = ipc.collision_candidates(V, F, E, dhat, body)
+    want = ipc.barrier_potential(V, F, E, cand, dhat)
+    with ipc.trusted_inputs():
+        check_float_tensor(torch.zeros(2, dtype=torch.int64), "x", (5,))  # vouched for: not checked
+        assert not values_checked_here(torch.empty(3, dtype=torch.int64, device="meta"))
+        torch.testing.assert_close(ipc.barrier_potential(V, F, E, cand, dhat), want)
+    with pytest.raises(TypeError, match="x: expected dtype float"):
+        check_float_tensor(torch.zeros(2, dtype=torch.int64), "x", (5,))
 
 
 @pytest.mark.cuda

@@ -37,6 +37,21 @@ def test_bad_arguments_raise_clear_errors():
         Stepper(Scene())
 
 
+def test_a_replaced_state_of_the_wrong_kind_is_refused_before_the_step():
+    """A step checks its state once, then hands the ops unchecked tensors (`ipc.trusted_inputs`)."""
+    sim = Stepper(resting_cubes())
+    good = sim.q
+    for name, value, error in [("q", good.float(), TypeError), ("q", good[:, :1], ValueError),
+                               ("qdot", sim.qdot.transpose(1, 2).contiguous().transpose(1, 2), ValueError),
+                               ("time", sim.time.float(), TypeError)]:
+        before = getattr(sim, name)
+        setattr(sim, name, value)
+        with pytest.raises(error, match=name):
+            sim.step()
+        setattr(sim, name, before)
+    sim.step()
+
+
 def test_bad_bodies_raise_clear_errors():
     scene = Scene()
     with pytest.raises(ValueError, match="kind"):

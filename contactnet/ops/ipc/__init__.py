@@ -31,7 +31,7 @@ Conventions (the same as IPC Toolkit 1.6.1, against which the tests compare):
   skipped under CUDA graph capture and inside `trusted_indices()`).
 """
 
-from contactnet.ops._checks import trusted_indices
+from contactnet.ops._checks import trusted_indices, trusted_inputs
 from contactnet.ops.ipc.affine_potential import (
     affine_contact_forces,
     affine_positions,
@@ -140,4 +140,5 @@ __all__ = [
     "swept_candidates",
     "swept_candidates_padded",
     "trusted_indices",
+    "trusted_inputs",
 ]
