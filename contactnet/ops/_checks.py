@@ -63,13 +63,16 @@ def trusted_inputs():
     (type, dtype, shape, device, layout, index values) and passes index tensors as contiguous
     int64 already. For hot loops over tensors that contactnet built itself, such as a stepper's
     Newton iterations after it has checked its state once: there the checks' Python is a tenth of
-    a small scene's step. (On the CPU the ops' C++ entries still check index values.)"""
+    a small scene's step. The C++ entries skip their value passes too (on the CPU they would read
+    every face and edge again, op after op)."""
     before = getattr(_trust, "on", False), getattr(_trust, "inputs", False)
     _trust.on = _trust.inputs = True
+    before_cpp = torch.ops.contactnet.trust_index_values(True)
     try:
         yield
     finally:
         _trust.on, _trust.inputs = before
+        torch.ops.contactnet.trust_index_values(before_cpp)
 
 
 def _trusted() -> bool:

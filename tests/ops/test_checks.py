@@ -167,8 +167,15 @@ def test_trusted_inputs_skip_every_check_and_restore_them():
         check_float_tensor(torch.zeros(2, dtype=torch.int64), "x", (5,))  # vouched for: not checked
         assert not values_checked_here(torch.empty(3, dtype=torch.int64, device="meta"))
         torch.testing.assert_close(ipc.barrier_potential(V, F, E, cand, dhat), want)
+        assert torch.ops.contactnet.trust_index_values(True)  # the C++ value passes are off too
     with pytest.raises(TypeError, match="x: expected dtype float"):
         check_float_tensor(torch.zeros(2, dtype=torch.int64), "x", (5,))
+    with pytest.raises(RuntimeError, match="boom"), ipc.trusted_inputs():
+        raise RuntimeError("boom")
+    # Both halves are back on after the context, an exception included: C++ reads the values again.
+    assert not torch.ops.contactnet.trust_index_values(False)
+    with pytest.raises(ValueError, match="faces"):
+        ipc.barrier_potential(V, F + V.shape[0], E, cand, dhat)
 
 
 @pytest.mark.cuda
