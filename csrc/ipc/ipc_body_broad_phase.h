@@ -33,6 +33,11 @@ constexpr int kBodyLeafSize = 4;
 constexpr int kBodyTreeMaxDepth = 48;
 // A dual traversal pops one pair and pushes at most two, one level deeper in one tree.
 constexpr int kBodyStack = 2 * kBodyTreeMaxDepth + 2;
+// A traversal of one body pair's trees whose tree a holds more than kBodySplitPrimitives is split
+// into 2^kBodySplitDepth parts (tree a's subtrees at that depth), the units the threads share;
+// smaller ones (a cube's) are one unit.
+constexpr int kBodySplitDepth = 3;
+constexpr int64_t kBodySplitPrimitives = 256;
 enum BodyTreeKind { kVertexTree = 0, kFaceTree = 1, kEdgeTree = 2 };
 
 // Relative slack of the node boxes' images: positions computed elsewhere as A x0 + p (einsum,
@@ -94,7 +99,8 @@ enum BodySearchStat {
 };
 
 // Candidates of the body pairs: item 3 k + part traverses pair k = (a, b) for part 0: vertices of
-// a against faces of b, 1: vertices of b against faces of a, 2: edges of a against edges of b.
+// a against faces of b, 1: vertices of b against faces of a, 2: edges of a against edges of b;
+// `item_roots` tests the pair, `visit_part` traverses one part of a near item.
 // Reports (vertex, face) and (edge_a < edge_b) pairs through the filters, like GridFunctor.
 template <typename T>
 struct BodyPairTraversal {
@@ -178,30 +184,57 @@ struct BodyPairTraversal {
     }
   }
 
-  template <typename Sink>
-  CN_HD void visit(int64_t item, Sink& sink, int64_t* stats) const {
+  // Item 3 k + part: whether body pair k's boxes meet (a far pair costs this one test), and the
+  // roots of the two trees its part traverses (ra < 0 when there is nothing to traverse).
+  CN_HD bool item_roots(int64_t item, int64_t* stats, int64_t& ra, int64_t& rb, int64_t& a,
+                        int64_t& b) const {
     const int64_t k = item / 3, part = item % 3;
-    int64_t a = pairs[2 * k], b = pairs[2 * k + 1];
+    a = pairs[2 * k], b = pairs[2 * k + 1];
+    ra = rb = -1;
     const int64_t va = root[3 * a + kVertexTree], vb = root[3 * b + kVertexTree];
-    if (va < 0 || vb < 0) return;  // a body without vertices
-    // The vertex tree's root box is the body's box: a far pair costs this one test.
+    if (va < 0 || vb < 0) return false;  // a body without vertices
+    // The vertex tree's root box is the body's box.
     T size_a, size_b;
     const bool near = nodes_meet(motion(a), va, motion(b), vb, size_a, size_b);
     if (part == 0) {
       ++stats[kBodyPairsTested];
       stats[kBodyPairsNear] += near;
     }
-    if (!near) return;
+    if (!near) return false;
     if (part == 1) {
       const int64_t t = a;
       a = b;
       b = t;
     }
-    const int kind_a = part == 2 ? kEdgeTree : kVertexTree;
-    const int kind_b = part == 2 ? kEdgeTree : kFaceTree;
-    const int64_t ra = root[3 * a + kind_a], rb = root[3 * b + kind_b];
-    if (ra < 0 || rb < 0) return;
-    traverse(kind_a, ra, motion(a), kind_b, rb, motion(b), sink, stats);
+    ra = root[3 * a + item_kind_a(item)];
+    rb = root[3 * b + item_kind_b(item)];
+    return ra >= 0 && rb >= 0;
+  }
+  CN_HD static int item_kind_a(int64_t item) { return item % 3 == 2 ? kEdgeTree : kVertexTree; }
+  CN_HD static int item_kind_b(int64_t item) { return item % 3 == 2 ? kEdgeTree : kFaceTree; }
+
+  // How many levels of tree a (root ra) the parts of its item split: 0 or kBodySplitDepth.
+  CN_HD int split_depth(int64_t ra) const {
+    return node[3 * ra + 2] > kBodySplitPrimitives ? kBodySplitDepth : 0;
+  }
+
+  // Part `sub` in [0, 2^depth) of a near item (roots ra, rb of bodies a, b): tree a's subtree
+  // reached by the bits of `sub` (0: left) against all of tree b, so that one body pair near
+  // contact (a bowl and what lies in it) spreads over the threads. A branch that ends in a leaf
+  // sooner belongs to the part whose remaining bits are 0.
+  template <typename Sink>
+  CN_HD void visit_part(int64_t item, int depth, int64_t sub, int64_t ra, int64_t rb, int64_t a,
+                        int64_t b, Sink& sink, int64_t* stats) const {
+    int64_t na = ra;
+    for (int level = 0; level < depth; ++level) {
+      const int64_t right = node[3 * na];
+      if (right < 0) {
+        if (sub >> level) return;
+        break;
+      }
+      na = (sub >> level) & 1 ? right : na + 1;
+    }
+    traverse(item_kind_a(item), na, motion(a), item_kind_b(item), rb, motion(b), sink, stats);
   }
 };
 

@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -219,8 +220,15 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> body_candidate
               reach);
   const auto lopt = faces.options();
   const int64_t items = 3 * body_pairs.size(0);
-  std::vector<std::vector<int64_t>> found(items);
+  // Per item its roots (ra, rb, a, b); per part of a near item (Part) what it found.
+  std::vector<std::array<int64_t, 4>> roots(items);
   std::vector<std::array<int64_t, kBodySearchStats>> stats(items);
+  struct Part {
+    int64_t item, sub;
+    int depth;
+  };
+  std::vector<Part> parts;
+  std::vector<std::vector<int64_t>> found;
   AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_body_candidates", [&] {
     using T = scalar_t;
     BodyPairTraversal<T> t{};
@@ -250,31 +258,57 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> body_candidate
         pairs->push_back(b);
       }
     };
-    // One item per task: a pair near contact costs far more than the rest.
-    at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) {
+    // The body pairs' box tests (cheap), then the parts of the near items' traversals, which
+    // the threads take in turn from a shared counter: a pair near contact costs far more than the
+    // rest, and a static split of the range would leave it to one thread. Each part writes its own
+    // list, concatenated in (item, part) order: the same pairs, in the same order, at any thread count.
+    at::parallel_for(0, items, 64, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        Append sink{&found[i]};
         stats[i].fill(0);
-        t.visit(i, sink, stats[i].data());
+        auto& r = roots[i];
+        if (!t.item_roots(i, stats[i].data(), r[0], r[1], r[2], r[3])) r[0] = -1;
       }
     });
+    for (int64_t i = 0; i < items; ++i) {
+      if (roots[i][0] < 0) continue;
+      const int depth = t.split_depth(roots[i][0]);
+      for (int64_t sub = 0; sub < (int64_t(1) << depth); ++sub) parts.push_back({i, sub, depth});
+    }
+    const int64_t tasks = static_cast<int64_t>(parts.size());
+    found.resize(tasks);
+    std::vector<std::array<int64_t, kBodySearchStats>> part_stats(tasks);
+    std::atomic<int64_t> next{0};
+    at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), tasks), 1, [&](int64_t, int64_t) {
+      for (int64_t j; (j = next.fetch_add(1)) < tasks;) {
+        const Part& p = parts[j];
+        const auto& r = roots[p.item];
+        Append sink{&found[j]};
+        part_stats[j].fill(0);
+        t.visit_part(p.item, p.depth, p.sub, r[0], r[1], r[2], r[3], sink, part_stats[j].data());
+      }
+    });
+    for (int64_t j = 0; j < tasks; ++j)
+      for (int k = 0; k < kBodySearchStats; ++k) stats[parts[j].item][k] += part_stats[j][k];
   });
+  const int64_t tasks = static_cast<int64_t>(found.size());
+  auto task_kind = [&](int64_t j) { return parts[j].item % 3 == 2 ? 1 : 0; };
   at::Tensor counts = at::zeros({2}, lopt);
   int64_t* n = counts.data_ptr<int64_t>();
-  for (int64_t i = 0; i < items; ++i) n[i % 3 == 2] += static_cast<int64_t>(found[i].size()) / 2;
+  for (int64_t j = 0; j < tasks; ++j) n[task_kind(j)] += static_cast<int64_t>(found[j].size()) / 2;
   at::Tensor fv = capacity < 0 ? at::empty({n[0], 2}, lopt) : at::full({capacity, 2}, -1, lopt);
   at::Tensor ee = capacity < 0 ? at::empty({n[1], 2}, lopt) : at::full({capacity, 2}, -1, lopt);
   int64_t* out[2] = {fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>()};
   int64_t room[2] = {2 * fv.size(0), 2 * ee.size(0)};  // values left to write
   at::Tensor counters = at::zeros({kBodySearchStats}, lopt);
   int64_t* c = counters.data_ptr<int64_t>();
-  for (int64_t i = 0; i < items; ++i) {
-    const int kind = i % 3 == 2;
-    const int64_t m = std::min(room[kind], static_cast<int64_t>(found[i].size()));
-    out[kind] = std::copy_n(found[i].begin(), m, out[kind]);
+  for (int64_t j = 0; j < tasks; ++j) {
+    const int kind = task_kind(j);
+    const int64_t m = std::min(room[kind], static_cast<int64_t>(found[j].size()));
+    out[kind] = std::copy_n(found[j].begin(), m, out[kind]);
     room[kind] -= m;
-    for (int k = 0; k < kBodySearchStats; ++k) c[k] += stats[i][k];
   }
+  for (int64_t i = 0; i < items; ++i)
+    for (int k = 0; k < kBodySearchStats; ++k) c[k] += stats[i][k];
   return {fv, ee, counts, counters};
 }
 

@@ -84,6 +84,31 @@ def test_same_pairs_as_the_all_primitive_search_on_random_scenes(seed, reach):
     assert got.candidates.edge_edge.shape[0] == len(pair_set(want)[1])
 
 
+def test_same_pairs_in_the_same_order_at_any_thread_count():
+    """A near body pair with a large tree is traversed in parts (its subtrees) that the threads
+    take in turn; the parts' lists are joined in part order, so the threads change nothing."""
+    packed = pack_scenes([random_scene(0), random_scene(1)], 0.5, 1e8, torch.device("cpu"))
+    roots = packed.trees.root[packed.trees.root >= 0]
+    assert int(packed.trees.node[roots, 2].max()) > 256  # some trees are split
+    q0 = random_states(packed, torch.Generator().manual_seed(4), spread=0.16, stretch=0.0)
+    q1 = q0 + 1e-3 * torch.randn(q0.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    x0, x1 = packed.positions(q0), packed.positions(q1)
+    before = torch.get_num_threads()
+    try:
+        runs = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            runs.append([body_search(packed, x0, x, 1e-2, q0, q) for x, q in ((None, None), (x1, q1))])
+    finally:
+        torch.set_num_threads(before)
+    for run in runs[1:]:
+        for got, want in zip(run, runs[0]):
+            assert torch.equal(got.candidates.face_vertex, want.candidates.face_vertex)
+            assert torch.equal(got.candidates.edge_edge, want.candidates.edge_edge)
+            assert torch.equal(got.stats, want.stats)
+    assert runs[0][0].candidates.count > 100
+
+
 @pytest.mark.parametrize("body_level", [True, False])
 def test_active_environments_keep_exactly_their_pairs(body_level):
     """search(active=...) returns the full search's pairs of the active environments, no others
