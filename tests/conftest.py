@@ -21,6 +21,7 @@ def pytest_configure(config):
         os.environ["OMP_NUM_THREADS"] = str(share)
         torch.set_num_threads(share)
 
+
 DEVICES = [
     "cpu",
     pytest.param(
