@@ -28,7 +28,8 @@ Conventions (the same as IPC Toolkit 1.6.1, against which the tests compare):
 - Index tensors (faces, edges, vertex_body, candidates) of any integer dtype or layout are
   accepted: converted once to contiguous int64 (no copy when they already are). Argument checks
   follow the policy of `contactnet.ops._checks` (index values: C++ on the CPU, Python on a GPU,
-  skipped under CUDA graph capture and inside `trusted_indices()`).
+  skipped under CUDA graph capture and inside `trusted_indices()`; inside `trusted_inputs()`, for
+  hot loops over tensors contactnet built, nothing is checked, in Python or C++).
 """
 
 from contactnet.ops._checks import trusted_indices, trusted_inputs
