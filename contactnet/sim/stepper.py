@@ -140,6 +140,10 @@ class Stepper:
         self._mode: StepMode = self._adaptive if fixed_iterations is None else FixedShape(
             fixed_iterations, line_search_steps, self.max_candidates, self.max_contacts, self.num_envs, on_failure,
             self.device)
+        # The DOFs of static and absent bodies (E, n), their rows and columns (E, n, n) and the unit
+        # diagonal that replaces them in every Newton system.
+        fixed = ~self.free_dof.repeat_interleave(12, dim=1)
+        self._fixed_dofs = (fixed, fixed[:, :, None] | fixed[:, None, :], fixed.to(self.dtype))
         self.kappa = float(kappa) if kappa is not None else self._auto_kappa()
         self._end_contacts = None  # (q, d̂, positions, pairs within d̂) at the end of the last step
         self._coefficients = potential.Coefficients(self.dt, self.dhat, self.kappa, self.eps_v)
@@ -224,9 +228,9 @@ class Stepper:
         """Newton direction −H⁻¹g per environment with the DOFs of static and absent bodies fixed,
         and (E,) bool: H factorised (see the mode's `solve`). H, fresh from `_gradient_hessian`,
         is overwritten (no copies of the (E, n, n) systems)."""
-        fixed = ~self.free_dof.repeat_interleave(12, dim=1)  # (E, n)
-        H.masked_fill_(fixed[:, :, None] | fixed[:, None, :], 0.0)
-        H.diagonal(dim1=1, dim2=2).add_(fixed.to(H.dtype))
+        fixed, fixed_block, fixed_diagonal = self._fixed_dofs
+        H.masked_fill_(fixed_block, 0.0)
+        H.diagonal(dim1=1, dim2=2).add_(fixed_diagonal)
         grad = grad.masked_fill(fixed, 0.0)
         scale = torch.diagonal(H, dim1=1, dim2=2).abs().amax(1).clamp_min(1e-300)
         return mode.solve(H, grad, scale)
