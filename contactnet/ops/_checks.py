@@ -13,9 +13,10 @@ Where checks run:
   wrapper checks them here before the launch and the C++ entry does not. Under CUDA graph
   capture (`torch.cuda.is_current_stream_capturing()`) a sync is forbidden, so value checks are
   skipped there, as they are inside `trusted_indices()` (for callers whose indices are valid by
-  construction). `values_checked_here` is that rule. Inside `trusted_inputs()` (a hot loop over
-  tensors contactnet built and checked once) the wrappers check nothing at all. Pure-torch functions (no C++ entry) check
-  values here on every device, skipped the same way under capture or trust.
+  construction). `values_checked_here` is that rule. Pure-torch functions (no C++ entry) check
+  values here on every device, skipped the same way under capture or trust. Inside
+  `trusted_inputs()` (a hot loop over tensors contactnet built and checked once) nothing is
+  checked at all, in Python or in C++.
 - Boundary conversions: an index tensor of any integer dtype or layout is cast / copied to a
   contiguous int64 tensor once (`as_index_tensor`); one that already is passes through with no
   copy, so hot loops that keep int64 indices pay nothing. Float tensors are never converted
