@@ -147,7 +147,7 @@ def as_index_tensor(x, name: str, shape: Sequence[int | None], device=None) -> t
     any layout copied, once; an int64 contiguous tensor is returned as is (no copy). With
     `device`, the result is moved there (mesh ids follow their library); otherwise the caller
     checks the device."""
-    if _trusted():
+    if _trusted() and device is None:  # a move to another device is work, not a check
         return x
     check_tensor(x, name)
     if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:

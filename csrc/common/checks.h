@@ -18,7 +18,7 @@ namespace contactnet {
 
 // Set while the caller vouches for every index it passes (`contactnet.ops.ipc.trusted_inputs()`:
 // a stepper's Newton loop over tensors it built), per thread: the CPU value passes are skipped
-// too (the bowl's faces and edges were read up to six times per derivatives call).
+// too (a fused op's inner ops each checked the faces and edges again).
 inline thread_local bool values_trusted = false;
 
 // Whether the C++ entry checks the values of `t` (see the policy above).

@@ -213,20 +213,21 @@ struct BodyPairTraversal {
   CN_HD static int item_kind_a(int64_t item) { return item % 3 == 2 ? kEdgeTree : kVertexTree; }
   CN_HD static int item_kind_b(int64_t item) { return item % 3 == 2 ? kEdgeTree : kFaceTree; }
 
-  // How many levels of tree a (root ra) the parts of its item split: 0 or kBodySplitDepth.
+  // How many levels of tree a (root ra) the parts of its item split: 0 or kBodySplitDepth, so
+  // an item has 2^split_depth(ra) parts.
   CN_HD int split_depth(int64_t ra) const {
     return node[3 * ra + 2] > kBodySplitPrimitives ? kBodySplitDepth : 0;
   }
 
-  // Part `sub` in [0, 2^depth) of a near item (roots ra, rb of bodies a, b): tree a's subtree
-  // reached by the bits of `sub` (0: left) against all of tree b, so that one body pair near
-  // contact (a bowl and what lies in it) spreads over the threads. A branch that ends in a leaf
-  // sooner belongs to the part whose remaining bits are 0.
+  // Part `sub` of a near item (roots ra, rb of bodies a, b): tree a's subtree reached by the bits
+  // of `sub` (0: left) against all of tree b, so that one body pair near contact (a bowl and what
+  // lies in it) spreads over the threads. A branch that ends in a leaf sooner belongs to the part
+  // whose remaining bits are 0.
   template <typename Sink>
-  CN_HD void visit_part(int64_t item, int depth, int64_t sub, int64_t ra, int64_t rb, int64_t a,
-                        int64_t b, Sink& sink, int64_t* stats) const {
+  CN_HD void visit_part(int64_t item, int64_t sub, int64_t ra, int64_t rb, int64_t a, int64_t b,
+                        Sink& sink, int64_t* stats) const {
     int64_t na = ra;
-    for (int level = 0; level < depth; ++level) {
+    for (int level = 0, depth = split_depth(ra); level < depth; ++level) {
       const int64_t right = node[3 * na];
       if (right < 0) {
         if (sub >> level) return;

@@ -220,15 +220,16 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> body_candidate
               reach);
   const auto lopt = faces.options();
   const int64_t items = 3 * body_pairs.size(0);
-  // Per item its roots (ra, rb, a, b); per part of a near item (Part) what it found.
+  // Per item its roots (ra, rb, a, b) and counters; per part of a near item (Part) what it found
+  // and its counters.
   std::vector<std::array<int64_t, 4>> roots(items);
   std::vector<std::array<int64_t, kBodySearchStats>> stats(items);
   struct Part {
     int64_t item, sub;
-    int depth;
   };
   std::vector<Part> parts;
   std::vector<std::vector<int64_t>> found;
+  std::vector<std::array<int64_t, kBodySearchStats>> part_stats;
   AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_body_candidates", [&] {
     using T = scalar_t;
     BodyPairTraversal<T> t{};
@@ -272,11 +273,11 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> body_candidate
     for (int64_t i = 0; i < items; ++i) {
       if (roots[i][0] < 0) continue;
       const int depth = t.split_depth(roots[i][0]);
-      for (int64_t sub = 0; sub < (int64_t(1) << depth); ++sub) parts.push_back({i, sub, depth});
+      for (int64_t sub = 0; sub < (int64_t(1) << depth); ++sub) parts.push_back({i, sub});
     }
     const int64_t tasks = static_cast<int64_t>(parts.size());
     found.resize(tasks);
-    std::vector<std::array<int64_t, kBodySearchStats>> part_stats(tasks);
+    part_stats.resize(tasks);
     std::atomic<int64_t> next{0};
     at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), tasks), 1, [&](int64_t, int64_t) {
       for (int64_t j; (j = next.fetch_add(1)) < tasks;) {
@@ -284,11 +285,9 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> body_candidate
         const auto& r = roots[p.item];
         Append sink{&found[j]};
         part_stats[j].fill(0);
-        t.visit_part(p.item, p.depth, p.sub, r[0], r[1], r[2], r[3], sink, part_stats[j].data());
+        t.visit_part(p.item, p.sub, r[0], r[1], r[2], r[3], sink, part_stats[j].data());
       }
     });
-    for (int64_t j = 0; j < tasks; ++j)
-      for (int k = 0; k < kBodySearchStats; ++k) stats[parts[j].item][k] += part_stats[j][k];
   });
   const int64_t tasks = static_cast<int64_t>(found.size());
   auto task_kind = [&](int64_t j) { return parts[j].item % 3 == 2 ? 1 : 0; };
@@ -307,8 +306,10 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> body_candidate
     out[kind] = std::copy_n(found[j].begin(), m, out[kind]);
     room[kind] -= m;
   }
-  for (int64_t i = 0; i < items; ++i)
-    for (int k = 0; k < kBodySearchStats; ++k) c[k] += stats[i][k];
+  for (const auto& s : stats)
+    for (int k = 0; k < kBodySearchStats; ++k) c[k] += s[k];
+  for (const auto& s : part_stats)
+    for (int k = 0; k < kBodySearchStats; ++k) c[k] += s[k];
   return {fv, ee, counts, counters};
 }
 
