@@ -20,7 +20,7 @@ import torch
 
 from benchmarks.common import best_time, machine_info
 from contactnet.data.dataset import read_shard
-from contactnet.data.objects import ObjectSet
+from contactnet.data.objects import ObjectSet, load_object_set
 from contactnet.data.storage import write_json_atomic
 from contactnet.geometry import Mesh, MeshLibrary, frame_quaternions
 from contactnet.models.frame_tables import frame_logits, frame_tables
@@ -87,7 +87,7 @@ def scaled_object_set(objects: ObjectSet, factor: float) -> ObjectSet:
 class Method:
     """One point of the accuracy–speed plane: a method family and its parameters."""
 
-    family: str  # "net:<name>", "ucf_gjk", "is_cd", "exact"
+    family: str  # "net:<name>", "hybrid:<name>", "ucf_gjk", "is_cd", "exact"
     params: tuple = ()  # ((name, value), ...)
 
     @property
@@ -111,6 +111,13 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iscd-points", type=int, nargs="*", default=[16, 64, 256, 1024],
                         help="IS-CD query points per pair")
     parser.add_argument("--no-exact", action="store_true", help="skip the exact mesh_collide row")
+    parser.add_argument("--hybrid-max-error", type=float, nargs="*", default=[],
+                        help="a certified-hybrid row per network, frame count and value: tau from choose_tau at "
+                             "this error rate on the val split of --tau-root; timed with its hull tests and "
+                             "exact checks")
+    parser.add_argument("--tau-root", default=None,
+                        help="data set whose val split sets the hybrid's tau (default: --data-root; an "
+                             "evaluation-only set such as robosuite_real has none: pass the training data)")
     parser.add_argument("--coacd-workers", type=int, default=os.cpu_count() or 1,
                         help="processes decomposing objects (default: every core)")
     parser.add_argument("--cache-dir", default="outputs/paper/coacd_cache",
@@ -128,6 +135,8 @@ def method_grid(args: argparse.Namespace) -> list[Method]:
     # frames 1 keeps the parameterless row name, so earlier records resume
     methods = [Method(f"net:{spec.split('=', 1)[0]}", (("frames", f),) if f > 1 else ())
                for spec in args.ckpt for f in args.frames]
+    methods += [Method(f"hybrid:{spec.split('=', 1)[0]}", (("frames", f), ("max_error", e)))
+                for spec in args.ckpt for f in args.frames for e in getattr(args, "hybrid_max_error", [])]
     methods += [Method("ucf_gjk", (("t", t), ("pieces", p), ("iters", i)))
                 for t in args.gjk_thresholds for p in args.gjk_pieces for i in args.gjk_iterations]
     methods += [Method("is_cd", (("points", n),)) for n in args.iscd_points]
@@ -160,6 +169,7 @@ class CheckerFactory:
         self._nets: dict[str, object] = {}
         self._tables: dict[str, list] = {}  # net -> its FrameTables, one per frame
         self._pieces: dict = {}
+        self._val_scores: dict = {}  # (net, frames) -> the hybrid's val logits, labels, hull certificates
         self._tris = None
         self._lib = None
 
@@ -174,6 +184,8 @@ class CheckerFactory:
         params = dict(method.params)
         if method.family.startswith("net:"):
             return self._net(method.family[4:], params.get("frames", 1))
+        if method.family.startswith("hybrid:"):
+            return self._hybrid(method.family[7:], params["frames"], params["max_error"])
         if method.family == "ucf_gjk":
             from contactnet.baselines import UcfGjk
 
@@ -203,6 +215,37 @@ class CheckerFactory:
         """The network's checker: colliding where its mean logit over the frames is >= 0 (p >= 0.5)."""
         logits = self.net_logits(name, frames)
         return lambda a, b, pa, pb: logits(a, b, pa, pb) >= 0
+
+    def _hybrid(self, name: str, frames: int, max_error: float):
+        """`CollisionChecker`'s certified hybrid: hull-certified pairs free, "collide" logits >= tau
+        kept, the rest `mesh_collide`; tau from `choose_tau` on the val split of --tau-root."""
+        from contactnet.ops import hulls_separated, mesh_collide
+        from contactnet.planning.hybrid import choose_tau, defer, hybrid_verdict
+
+        lib, logits = self.library(), self.net_logits(name, frames)
+        lib.bvh, lib.hulls  # built once, outside the timed calls
+        tau_root = Path(getattr(self.args, "tau_root", None) or self.args.data_root)
+        if (name, frames) not in self._val_scores:  # every max_error reuses them
+            val = load_split_pairs(tau_root, "val", None, None, 0)
+            same = tau_root.resolve() == Path(self.args.data_root).resolve() and self.scale == 1
+            tuner = self if same else CheckerFactory(load_object_set(tau_root / "objects"), self.args, self.device,
+                                                     self.progress)
+            args = [t.to(self.device) for t in (val.ids_a, val.ids_b, val.poses_a, val.poses_b)]
+            self._val_scores[name, frames] = (tuner.net_logits(name, frames)(*args).cpu(), val.label,
+                                              hulls_separated(tuner.library(), *args).cpu())
+        tau = choose_tau(*self._val_scores[name, frames][:2], max_error, self._val_scores[name, frames][2])
+        if self.progress:
+            print(f"hybrid:{name} frames={frames} max_error={max_error}: tau {tau:.3f} from {tau_root.name}/val")
+
+        def check(a, b, pa, pb):
+            logit, apart = logits(a, b, pa, pb), hulls_separated(lib, a, b, pa, pb)
+            deferred = defer(logit, tau, apart)
+            exact = torch.zeros_like(deferred)
+            rows = deferred.nonzero().squeeze(1)
+            exact[rows] = mesh_collide(lib, a[rows], b[rows], pa[rows], pb[rows])
+            return hybrid_verdict(logit, tau, exact, apart)
+
+        return check
 
     def net_logits(self, name: str, frames: int = 1):
         """(ids_a, ids_b, poses_a, poses_b) -> (Q,) logits of the network `name`, each the mean over

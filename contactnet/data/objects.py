@@ -32,6 +32,7 @@ from contactnet.data.partial_views import PartialViews, load_partial_views
 from contactnet.data.procedural import FAMILIES, make_object
 from contactnet.data.seeds import derive_seed
 from contactnet.data.storage import folder_lock, save_npz_atomic, write_json_atomic
+from contactnet.geometry.convex_hulls import ConvexHulls, build_convex_hulls
 from contactnet.geometry.sampling import sample_surface_even
 
 
@@ -61,6 +62,7 @@ class ObjectSet:
     manifest: dict = field(repr=False, default_factory=dict)
     inner_of: list[int | None] = field(default_factory=list)  # id of the original, for inner copies
     _partial_views: PartialViews | None = field(repr=False, default=None)
+    _convex_hulls: ConvexHulls | None = field(repr=False, default=None)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -71,6 +73,13 @@ class ObjectSet:
         if self._partial_views is None:
             self._partial_views = load_partial_views(self.root, build_missing=build_missing)
         return self._partial_views
+
+    def convex_hulls(self) -> ConvexHulls:
+        """The objects' convex hulls (`build_convex_hulls`, about a second per 100 objects), built
+        on first use and kept; what the hybrid certifies apart."""
+        if self._convex_hulls is None:
+            self._convex_hulls = build_convex_hulls(self.vertices)
+        return self._convex_hulls
 
 
 def _procedural_sources(spec: ObjectSetSpec):

@@ -1,5 +1,6 @@
-"""Geometry: meshes, mesh libraries, rigid poses, object frames and depth-camera views."""
+"""Geometry: meshes, mesh libraries, their convex hulls, rigid poses, object frames and depth-camera views."""
 
+from contactnet.geometry.convex_hulls import ConvexHulls, build_convex_hulls
 from contactnet.geometry.depth_views import ViewSpec, partial_cloud, points_from_depth
 from contactnet.geometry.frames import frame_quaternions, reframe_object
 from contactnet.geometry.mesh import Mesh, MeshBvh, MeshLibrary
@@ -18,10 +19,12 @@ from contactnet.geometry.poses import (
 )
 
 __all__ = [
+    "ConvexHulls",
     "Mesh",
     "MeshBvh",
     "MeshLibrary",
     "ViewSpec",
+    "build_convex_hulls",
     "compose_poses",
     "frame_quaternions",
     "identity_poses",

@@ -1,8 +1,8 @@
-"""Oriented bounding boxes: their corners, and whether two posed boxes overlap or nest."""
+"""Oriented bounding boxes: their corners, and whether two posed boxes overlap."""
 
 import torch
 
-from contactnet.geometry.poses import compose_poses, invert_poses, quaternion_to_matrix, transform_points
+from contactnet.geometry.poses import compose_poses, invert_poses, quaternion_to_matrix
 
 _CORNER_BITS = torch.tensor([[i >> 2 & 1, i >> 1 & 1, i & 1] for i in range(8)], dtype=torch.bool)
 
@@ -35,19 +35,3 @@ def boxes_overlap(aabb_a: torch.Tensor, aabb_b: torch.Tensor, pose_a: torch.Tens
 def box_corners(aabb: torch.Tensor) -> torch.Tensor:
     """(..., 8, 3) corners of boxes aabb (..., 2, 3) (min and max corners)."""
     return torch.where(_CORNER_BITS.to(aabb.device), aabb[..., None, 1, :], aabb[..., None, 0, :])
-
-
-def _contains(aabb: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
-    """Whether all points (..., P, 3) lie in the box aabb (..., 2, 3) (bool (...))."""
-    return ((points >= aabb[..., None, 0, :]) & (points <= aabb[..., None, 1, :])).all(-1).all(-1)
-
-
-def boxes_nested(aabb_a: torch.Tensor, aabb_b: torch.Tensor, pose_a: torch.Tensor, pose_b: torch.Tensor) -> torch.Tensor:
-    """Whether one posed box lies wholly inside the other: every corner of B's box in A's box, or
-    every corner of A's in B's. Object-frame boxes aabb (..., 2, 3) placed at poses (..., 7), in
-    the dtype they promote to; leading dimensions broadcast."""
-    dtype = torch.promote_types(aabb_a.dtype, pose_a.dtype)
-    aabb_a, aabb_b, pose_a, pose_b = (t.to(dtype) for t in (aabb_a, aabb_b, pose_a, pose_b))
-    rel = compose_poses(invert_poses(pose_a), pose_b)  # B in A's frame
-    return (_contains(aabb_a, transform_points(rel[..., None, :], box_corners(aabb_b)))
-            | _contains(aabb_b, transform_points(invert_poses(rel)[..., None, :], box_corners(aabb_a))))

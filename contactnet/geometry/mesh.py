@@ -14,6 +14,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from contactnet.geometry.convex_hulls import ConvexHulls, build_convex_hulls
+
 __all__ = ["Mesh", "MeshBvh", "MeshLibrary"]
 
 # A face is degenerate when |ab x ac|^2 <= _DEGENERATE * |ab|^2 |ac|^2 (zero area up to rounding:
@@ -186,6 +188,7 @@ class MeshLibrary:
         self.faces = torch.cat([m.faces for m in meshes]).to(device)
         self.vertices = self._vertices64.to(dtype=dtype, device=device)
         self._bvh: MeshBvh | None = None
+        self._hulls: ConvexHulls | None = None
 
     @classmethod
     def from_files(cls, paths: Sequence, **kwargs) -> MeshLibrary:
@@ -230,6 +233,15 @@ class MeshLibrary:
             self._bvh = MeshBvh(*(t.to(self.device) for t in bvh))
         return self._bvh
 
+    @property
+    def hulls(self) -> ConvexHulls:
+        """The meshes' convex hulls (float64 whatever the library's dtype; built on the CPU on
+        first use, then cached), for `contactnet.ops.mesh_query.hulls_separated`."""
+        if self._hulls is None:
+            counts = (self.vertex_offsets[1:] - self.vertex_offsets[:-1]).tolist()
+            self._hulls = build_convex_hulls(self._vertices64.split(counts)).to(self.device)
+        return self._hulls
+
     def to(self, device=None, dtype: torch.dtype | None = None) -> MeshLibrary:
         """Copy on another device and/or dtype; a built BVH moves along (rebuilt on a dtype
         change, since it is built in the library's dtype)."""
@@ -247,6 +259,7 @@ class MeshLibrary:
         out._bvh = None
         if self._bvh is not None and dtype == self.dtype:
             out._bvh = MeshBvh(*(t.to(device) for t in self._bvh))
+        out._hulls = None if self._hulls is None else self._hulls.to(device)
         return out
 
     def memory_bytes(self) -> int:
@@ -254,6 +267,8 @@ class MeshLibrary:
         ts = [self.vertices, self.faces, self.vertex_offsets, self.face_offsets]
         if self._bvh is not None:
             ts += list(self._bvh)
+        if self._hulls is not None:
+            ts += list(self._hulls)
         return sum(t.numel() * t.element_size() for t in ts)
 
     def __repr__(self) -> str:

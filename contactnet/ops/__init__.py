@@ -1,6 +1,7 @@
 """Exact contact kernels: Python wrappers over torch.ops.contactnet (C++ on CPU, CUDA on GPU).
 
-Importing this package loads the compiled extension; it needs nothing but torch and numpy.
+Importing this package loads the compiled extension; it needs nothing but torch and numpy (and
+scipy's qhull, the first time a library's convex hulls are built for `hulls_separated`).
 """
 
 from contactnet.ops.mesh_query import (
@@ -8,6 +9,7 @@ from contactnet.ops.mesh_query import (
     MeshDistance,
     blem_contacts,
     cluster_contacts,
+    hulls_separated,
     mesh_collide,
     mesh_distance,
 )
@@ -60,6 +62,7 @@ __all__ = [
     "MeshDistance",
     "blem_contacts",
     "cluster_contacts",
+    "hulls_separated",
     "mesh_collide",
     "mesh_distance",
     "PointMeshDistance",

@@ -18,10 +18,11 @@ cost adds collision_cost(d, eta) per grid slot. Fixed shapes and no sync: the ta
 the last one in use (`CollisionWorld.grid_slots`, host state that changes only when a grid is
 added or removed) are computed and masked; none when the world holds no grid.
 
-Certified hybrid ("hybrid", a LOCC or Global-OCN `model` and a threshold `tau` > 0): the network's
-verdict stands where it is confident, |logit| >= tau; the exact kernels decide the rest, and also
-every "free" verdict on a pair whose boxes are nested (hybrid.py). So wherever a query is
-deferred its verdict is the exact backend's. `pairwise` decides per pair, `world_query` per
+Certified hybrid ("hybrid", a LOCC or Global-OCN `model` and a threshold `tau` > 0): a pair whose
+convex hulls are certainly apart is free (`hulls_separated`, exact); otherwise a confident
+"collide" verdict, logit >= tau, stands, and the exact kernels decide the rest, every learned
+"free" verdict included (hybrid.py). So it never calls a colliding pair free, and wherever a
+query is deferred its verdict is the exact backend's. `pairwise` decides per pair, `world_query` per
 (query, obstacle) slot before taking the any; both report what went to the exact check in
 `deferred`. `choose_tau` (hybrid.py) picks tau on validation data for a target
 error rate. The cost stays the learned one (see `cost`).
@@ -42,11 +43,11 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from contactnet.geometry.boxes import boxes_nested
 from contactnet.geometry.frames import frame_quaternions
 from contactnet.models.collision_nets import LOCC, CollisionNet, GlobalOCN
 from contactnet.models.encoder import ShapeEmbedding
 from contactnet.models.frame_tables import FrameTable, frame_logits, frame_tables
+from contactnet.ops.mesh_query import hulls_separated
 from contactnet.planning.cost import collision_cost, learned_collision_cost
 from contactnet.planning.exact import exact_signed_distance
 from contactnet.planning.grid_probe import grid_distances
@@ -90,8 +91,9 @@ class CollisionChecker(nn.Module):
     eta: activation distance of the cost (metres); chunk: queries per network call (bounds memory);
     penetration_tol: bisection tolerance of the exact penetration estimate (metres); validate:
     check every argument (names, shapes, NaN) — turn off on a compiled / graph-captured hot path;
-    tau (hybrid only, > 0, inf defers everything): queries with |logit| < tau get the exact verdict
-    (as do "free" verdicts on nested boxes, `hybrid.defer`);
+    tau (hybrid only, > 0; inf defers all but the hull-certified pairs): "collide" verdicts with
+    logit < tau, and every "free" verdict on a pair whose hulls are not certified apart, get the
+    exact verdict (`hybrid.defer`);
     grid_max_points: probe-point evaluations per step of the voxel-grid term (bounds its memory);
     frames (learned and hybrid): each logit is the mean over that many frames of each object (its
     own, then fixed rotations: `frame_quaternions`), an ensemble at `frames` times the network cost
@@ -247,18 +249,17 @@ class CollisionChecker(nn.Module):
         return full.reshape(mask.shape), colliding.reshape(mask.shape)
 
     def _hybrid(self, logit, ids_a, ids_b, poses_a, poses_b, per_a: int = 1):
-        """The hybrid's decision on logits of any shape: those `defer` picks (|logit| < tau, and
-        "free" verdicts on nested boxes) go to `_exact_at` (same index convention). Returns
-        colliding, probability (0/1 where deferred), signed distance (NaN where not deferred) and
-        the deferred mask."""
-        w = self.world
+        """The hybrid's decision on logits of any shape: pairs whose hulls are separated are free;
+        those `defer` picks go to `_exact_at` (same index convention). Returns colliding,
+        probability (0/1 where deferred or certified), signed distance (NaN where not deferred)
+        and the deferred mask."""
         ia = ids_a[:, None].expand(-1, per_a).reshape(-1)  # flat entry k pairs a = k // per_a with b = k
         pa = poses_a[:, None].expand(-1, per_a, 7).reshape(-1, 7)
-        nested = boxes_nested(w.aabb[ia], w.aabb[ids_b], pa, poses_b).reshape(logit.shape)
-        deferred = defer(logit, self.tau, nested)
+        separated = hulls_separated(self.world.library, ia, ids_b, pa, poses_b).reshape(logit.shape)
+        deferred = defer(logit, self.tau, separated)
         signed, hit = self._exact_at(deferred, ids_a, ids_b, poses_a, poses_b, float("nan"), per_a=per_a)
-        colliding = torch.where(deferred, hit, logit > 0)
-        probability = torch.where(deferred, hit.to(logit.dtype), torch.sigmoid(logit))
+        colliding = torch.where(deferred, hit, logit > 0) & ~separated
+        probability = torch.where(deferred | separated, colliding.to(logit.dtype), torch.sigmoid(logit))
         return colliding, probability, signed, deferred
 
     # ---- queries ------------------------------------------------------------------------------
@@ -347,8 +348,8 @@ class CollisionChecker(nn.Module):
         if self.backend == "hybrid":
             # Per slot, then the any. A deferred slot is checked even beside a confident hit in the
             # same query, so `deferred` and the signed distances mean the same in every query.
-            # Disabled slots hold logit -inf: never deferred (|-inf| < tau is false, tau = inf too),
-            # never colliding, probability 0.
+            # Disabled slots hold logit -inf: never deferred (`defer`), never colliding,
+            # probability 0.
             slot, prob, signed, deferred = self._hybrid(per, ids, obs_ids.reshape(-1), poses,
                                                         obs_poses.reshape(-1, 7), per_a=n)
             signed = torch.where(deferred, signed, float("inf")).min(-1).values

@@ -1,15 +1,22 @@
 """The certified hybrid's deferral rule, and choosing its threshold on validation data.
 
-`CollisionChecker(world, "hybrid", model=net, tau=tau)` keeps the network's verdict (logit > 0:
-colliding) where it is confident, |logit| >= tau, and sends the rest, |logit| < tau, to the exact
-kernels (`defer`). It also defers every "free" verdict on a pair whose boxes are nested (one posed
-box wholly inside the other, `contactnet.geometry.boxes.boxes_nested`): there one object may lie
-deep inside the other with no surfaces near each other, the containment a net reading local crops
-cannot see, and where its most confident errors were (docs/results.md). So its only errors are the learned errors it keeps:
-on labelled validation queries, the error rate of the hybrid is #{wrong and kept} / #queries, which
-`choose_tau` bounds by a target and `hybrid_summary` reports with the share deferred (the
-fraction of queries that pay for an exact check). The bound holds on the validation data; on new
-queries it holds as far as they resemble it.
+`CollisionChecker(world, "hybrid", model=net, tau=tau)` answers each query in one of three ways:
+- the two meshes' convex hulls are certainly apart (`contactnet.ops.mesh_query.hulls_separated`,
+  a few microseconds of GJK): "free", exactly, whatever the network says;
+- otherwise a confident "collide" verdict of the network, logit >= tau, is kept;
+- everything else goes to the exact kernels (`defer`): every "free" verdict (a colliding pair's
+  hulls always overlap, so a learned "free" there could be a missed collision) and every
+  "collide" verdict below tau.
+So the hybrid never calls a colliding pair free: its only errors are confident learned "collide"
+verdicts on free pairs whose hulls overlap. On labelled validation queries its error rate is
+#{those kept} / #queries, which `choose_tau` bounds by a target and `hybrid_summary` reports with
+the share deferred (the fraction of queries that pay for an exact check). The bound holds on the
+validation data; on new queries it holds as far as they resemble it. The missed-collision
+guarantee holds always.
+
+This replaces a rule on |logit| alone (with "free" verdicts on nested boxes deferred too): its
+errors were confident "free" verdicts on sub-millimetre penetrations, which no threshold reached
+at an affordable deferral (docs/results.md).
 """
 
 from __future__ import annotations
@@ -18,17 +25,26 @@ import math
 
 import torch
 
-__all__ = ["choose_tau", "defer", "hybrid_summary"]
+__all__ = ["choose_tau", "defer", "hybrid_summary", "hybrid_verdict"]
 
 
-def defer(logit: torch.Tensor, tau: float, nested: torch.Tensor | None = None) -> torch.Tensor:
-    """Which queries the hybrid hands to the exact kernels (bool, logit's shape): |logit| < tau,
-    and, given `nested` (bool, logit's shape: `boxes_nested`), every finite "free" verdict (logit < 0)
-    of a nested pair. A logit of -inf (a disabled slot) is never deferred."""
-    out = logit.abs() < tau
-    if nested is not None:
-        out = out | (nested & (logit < 0) & (logit > -math.inf))
+def defer(logit: torch.Tensor, tau: float, separated: torch.Tensor | None = None) -> torch.Tensor:
+    """Which queries the hybrid hands to the exact kernels (bool, logit's shape): logit < tau,
+    except where `separated` (bool, logit's shape: `hulls_separated`; None: nothing certified)
+    decides "free". A logit of -inf (a disabled slot) is never deferred."""
+    out = (logit < tau) & (logit > -math.inf)
+    if separated is not None:
+        out = out & ~separated
     return out
+
+
+def hybrid_verdict(logit: torch.Tensor, tau: float, exact: torch.Tensor,
+                   separated: torch.Tensor | None = None) -> torch.Tensor:
+    """The hybrid's "colliding" (bool, logit's shape) given the exact verdicts `exact` where it
+    defers: False where the hulls are separated, `exact` where deferred, logit > 0 elsewhere."""
+    deferred = defer(logit, tau, separated)
+    out = torch.where(deferred, exact, logit > 0)
+    return out if separated is None else out & ~separated
 
 
 def _validation(logits, labels) -> tuple[torch.Tensor, torch.Tensor]:
@@ -50,52 +66,60 @@ def _validation(logits, labels) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def choose_tau(logits: torch.Tensor, labels: torch.Tensor, max_error: float,
-               nested: torch.Tensor | None = None) -> float:
+               separated: torch.Tensor | None = None) -> float:
     """The smallest threshold tau whose hybrid error on these validation queries is <= max_error.
 
     logits (...) float: the network's collision logits; labels (...) bool or 0/1: the exact verdicts
-    (1: colliding); max_error in [0, 1]: the target error rate of the hybrid, i.e. learned errors
-    that are kept (not deferred) divided by the number of ALL queries; nested (...) bool, optional:
-    `boxes_nested` of each query, whose "free" verdicts are deferred whatever tau (`defer`).
+    (1: colliding); max_error in [0, 1]: the target error rate of the hybrid, i.e. its wrong
+    answers (confident learned "collide" verdicts kept on free pairs) divided by the number of ALL
+    queries; separated (...) bool, optional: `hulls_separated` of each query (those answer "free"
+    whatever tau; None: none is certified, so every "free" verdict is deferred).
 
-    Candidates are 0 and the observed |logit| values (between two observed values every tau makes
-    the same decisions here), so the answer is:
-    - 0.0 when the learned verdict already meets max_error with nothing deferred by threshold
-      (nested queries aside). The hybrid checker requires tau > 0: pass a tiny one to keep the
-      nested rule, or use the learned backend.
-    - otherwise the smallest |logit| that is kept: queries with that |logit| or more keep the
-      learned verdict, those below it are deferred (ties are kept or deferred together);
-    - inf when even the most confident query is wrong and max_error leaves no room for it:
-      everything is deferred (the exact backend).
+    Candidates are 0 and the observed positive logits (between two of them every tau makes the
+    same decisions here), so the answer is:
+    - 0.0 when keeping every "collide" verdict already meets max_error (the checker requires
+      tau > 0: pass a tiny one);
+    - otherwise the smallest positive logit that is kept: "collide" verdicts with that logit or
+      more are kept, those below it are deferred (ties are kept or deferred together);
+    - inf when even the most confident "collide" verdict is wrong and max_error leaves no room
+      for it: every verdict not certified by the hulls is deferred.
     """
     logits, labels = _validation(logits, labels)
     if isinstance(max_error, bool) or not isinstance(max_error, (int, float)) or not 0 <= max_error <= 1:
         raise ValueError(f"max_error: expected an error rate in [0, 1], got {max_error!r}")
-    always = _nested(nested, logits)
+    separated = _separated(separated, logits)
     n = logits.numel()
-    conf, order = logits.abs().sort()
-    wrong = (((logits > 0) != labels) & ~defer(logits, 0.0, always))[order]
-    # kept[k]: learned errors kept when tau = conf[k] (every query from k on keeps its verdict).
+    # Certified answers are never wrong by construction; a label that disagrees (float32 rounding
+    # within min_gap of touching) is counted, whatever tau.
+    fixed = 0 if separated is None else int((separated & labels).sum())
+    candidate = logits > 0
+    if separated is not None:
+        candidate &= ~separated
+    conf, order = logits[candidate].sort()
+    wrong = ~labels[candidate][order]
+    # kept[k]: wrong "collide" verdicts kept when tau = conf[k] (every one from k on is kept).
     kept = wrong.flip(0).cumsum(0).flip(0)
-    # Only the first of equal |logit| values is a threshold: tau = conf[k] keeps the whole tie.
+    budget = max_error * n
+    if fixed + (int(kept[0]) if len(kept) else 0) <= budget:
+        return 0.0
+    # Only the first of equal logits is a threshold: tau = conf[k] keeps the whole tie.
     first = torch.ones_like(wrong)
     first[1:] = conf[1:] != conf[:-1]
-    ok = first & (kept.double() / n <= max_error)
-    if bool(ok[0]):
-        return 0.0
+    ok = first & (fixed + kept.double() <= budget)
     if not bool(ok.any()):
         return math.inf
     return float(conf[ok.int().argmax()])
 
 
-def _nested(nested, logits: torch.Tensor) -> torch.Tensor | None:
-    """`nested` flattened like the validation logits, checked (None stays None)."""
-    if nested is None:
+def _separated(separated, logits: torch.Tensor) -> torch.Tensor | None:
+    """`separated` flattened like the validation logits, checked (None stays None)."""
+    if separated is None:
         return None
-    if not isinstance(nested, torch.Tensor) or nested.dtype != torch.bool or nested.numel() != logits.numel():
-        raise ValueError(f"nested: expected a bool tensor with one entry per logit ({logits.numel()}), got "
-                         f"{getattr(nested, 'dtype', type(nested).__name__)} of {getattr(nested, 'shape', '?')}")
-    return nested.reshape(-1)
+    if not isinstance(separated, torch.Tensor) or separated.dtype != torch.bool or separated.numel() != logits.numel():
+        raise ValueError(f"separated: expected a bool tensor with one entry per logit ({logits.numel()}), got "
+                         f"{getattr(separated, 'dtype', type(separated).__name__)} of "
+                         f"{tuple(getattr(separated, 'shape', ()))}")
+    return separated.reshape(-1).to(logits.device)
 
 
 def _balanced(correct: torch.Tensor, labels: torch.Tensor) -> float:
@@ -105,25 +129,29 @@ def _balanced(correct: torch.Tensor, labels: torch.Tensor) -> float:
 
 
 def hybrid_summary(logits: torch.Tensor, labels: torch.Tensor, tau: float,
-                   nested: torch.Tensor | None = None) -> dict[str, float]:
-    """How the hybrid with threshold tau (>= 0; 0 defers nothing by threshold) does on labelled
-    queries.
+                   separated: torch.Tensor | None = None) -> dict[str, float]:
+    """How the hybrid with threshold tau (>= 0) does on labelled queries.
 
-    logits (...) float, labels (...) bool or 0/1 (1: colliding), nested (...) bool, optional
-    (`boxes_nested`). Returns floats:
+    logits (...) float, labels (...) bool or 0/1 (1: colliding), separated (...) bool, optional
+    (`hulls_separated`). Returns floats:
     - "deferred": the fraction of queries sent to the exact check (`defer`);
-    - "accuracy", "balanced_accuracy": of the hybrid, deferred queries counting as correct (the
-      exact kernels decide them); balanced: the mean of the recalls of the classes present;
+    - "certified": the fraction answered "free" by the hulls' separation alone;
+    - "accuracy", "balanced_accuracy": of the hybrid (`hybrid_verdict`, the exact kernels
+      deciding what it defers); balanced: the mean of the recalls of the classes present;
+    - "missed_collisions": colliding queries the hybrid calls free (0 unless a label disagrees
+      with a hull certificate);
     - "learned_accuracy", "learned_balanced_accuracy": of the network alone (logit > 0).
     """
     logits, labels = _validation(logits, labels)
     if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not tau >= 0:
         raise ValueError(f"tau: expected a threshold >= 0, got {tau!r}")
+    separated = _separated(separated, logits)
     learned = (logits > 0) == labels
-    deferred = defer(logits, tau, _nested(nested, logits))
-    hybrid = learned | deferred
-    return {"deferred": float(deferred.double().mean()),
-            "accuracy": float(hybrid.double().mean()),
-            "balanced_accuracy": _balanced(hybrid, labels),
+    hybrid = hybrid_verdict(logits, tau, labels, separated)
+    return {"deferred": float(defer(logits, tau, separated).double().mean()),
+            "certified": 0.0 if separated is None else float(separated.double().mean()),
+            "accuracy": float((hybrid == labels).double().mean()),
+            "balanced_accuracy": _balanced(hybrid == labels, labels),
+            "missed_collisions": float((labels & ~hybrid).sum()),
             "learned_accuracy": float(learned.double().mean()),
             "learned_balanced_accuracy": _balanced(learned, labels)}

@@ -10,7 +10,7 @@ from contactnet.data.objects import load_object_set
 from contactnet.data.storage import write_json_atomic
 from contactnet.geometry.frames import frame_quaternions
 from contactnet.models import load_model
-from contactnet.geometry.boxes import boxes_nested
+from contactnet.ops.mesh_query import hulls_separated
 from contactnet.planning.hybrid import choose_tau, hybrid_summary
 from contactnet.training.metrics import collision_report
 from contactnet.training.module import group_logits
@@ -19,11 +19,13 @@ from contactnet.training.module import group_logits
 @torch.no_grad()
 def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int = 16, device: str = "cpu",
                   objects=None, clouds: str = "full", frames: int = 1) -> dict[str, torch.Tensor]:
-    """Flat logits, exact labels, signed distances and nested boxes (`boxes_nested`, what the
-    hybrid defers) of every query of one split; frames > 1: each logit is the mean over the
+    """Flat logits, exact labels, signed distances and whether the two objects' hulls are
+    certainly apart (`hulls_separated`, what the hybrid answers without the network) of every
+    query of one split; frames > 1: each logit is the mean over the
     objects' first `frames` test-time frames (`frame_quaternions`, the checker's `frames`)."""
     objects = objects if objects is not None else load_object_set(Path(data_root) / "objects")
-    out = {"logit": [], "label": [], "signed_distance": [], "nested": []}
+    out = {"logit": [], "label": [], "signed_distance": [], "separated": []}
+    hulls = objects.convex_hulls()
     for frame, q in enumerate(frame_quaternions(frames)):
         # Frame 0 is the objects' own: read as stored, not turned by the identity (the plain scores, bitwise).
         groups = PairGroups(Path(data_root) / split, objects, clouds=clouds, frame=q if frame else None)
@@ -34,8 +36,11 @@ def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int 
             if frame == 0:
                 out["label"].append(batch["label"].flatten().bool().cpu())
                 out["signed_distance"].append(batch["signed_distance"].flatten().cpu())
-                out["nested"].append(boxes_nested(batch["aabb_a"][:, None], batch["aabb_b"][:, None],
-                                                  batch["poses_a"], batch["poses_b"]).flatten().cpu())
+                poses_a, poses_b = batch["poses_a"].cpu(), batch["poses_b"].cpu()  # (G, P, 7)
+                ids_a = batch["ids_a"].cpu()[:, None].expand(poses_a.shape[:2]).reshape(-1)
+                ids_b = batch["ids_b"].cpu()[:, None].expand(poses_b.shape[:2]).reshape(-1)
+                out["separated"].append(hulls_separated(hulls, ids_a, ids_b, poses_a.reshape(-1, 7),
+                                                        poses_b.reshape(-1, 7)))
         out["logit"].append(torch.cat(logits))
     out["logit"] = torch.stack(out["logit"]).mean(0)
     return {name: v if name == "logit" else torch.cat(v) for name, v in out.items()}
@@ -68,7 +73,7 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
         root = tau_root or data_root
         val = predict_split(net, root, "val", groups_per_batch, device, objects if root == data_root else None,
                             frames=frames)
-        tau = choose_tau(val["logit"], val["label"], hybrid_max_error, val["nested"])
+        tau = choose_tau(val["logit"], val["label"], hybrid_max_error, val["separated"])
     results = {}
     for split in splits:
         scores = predict_split(net, data_root, split, groups_per_batch, device, objects, clouds, frames)
@@ -76,7 +81,7 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
         results[split]["frames"] = frames
         if tau is not None:
             results[split]["hybrid"] = {"tau": tau, "max_error": hybrid_max_error,
-                                        **hybrid_summary(scores["logit"], scores["label"], tau, scores["nested"])}
+                                        **hybrid_summary(scores["logit"], scores["label"], tau, scores["separated"])}
     return results
 
 

@@ -100,9 +100,9 @@ def format_reports(reports: dict[str, dict], baselines: dict[str, dict] | None =
     hybrid = {split: r["hybrid"] for split, r in reports.items() if "hybrid" in r}
     if hybrid:
         tau = next(iter(hybrid.values()))["tau"]
-        lines += ["", f"hybrid (tau {tau:.3f}): {'deferred':>9s} {'acc':>6s} {'bal.acc':>7s}"]
-        lines += [f"  {split:28s} {h['deferred']:9.3f} {h['accuracy']:6.3f} {h['balanced_accuracy']:7.3f}"
-                  for split, h in hybrid.items()]
+        lines += ["", f"hybrid (tau {tau:.3f}): {'deferred':>9s} {'hulls':>6s} {'acc':>6s} {'bal.acc':>7s} {'missed':>6s}"]
+        lines += [f"  {split:28s} {h['deferred']:9.3f} {h['certified']:6.3f} {h['accuracy']:6.3f} "
+                  f"{h['balanced_accuracy']:7.3f} {int(h['missed_collisions']):6d}" for split, h in hybrid.items()]
     lines.append("")
     lines.append(f"{'accuracy by true signed distance':18s} " + " ".join(f"{name:>13s}" for name, _, _ in BANDS))
     for split, r in reports.items():

@@ -8,6 +8,7 @@
 // Value checks raise ValueError in Python (TORCH_CHECK_VALUE), as the wrappers' own checks do.
 #pragma once
 
+#include <cmath>
 #include <initializer_list>
 
 #include <ATen/core/Tensor.h>
@@ -102,6 +103,20 @@ inline void check_same_batch(const at::Tensor& a, const char* name_a, const at::
                              const char* name_b) {
   TORCH_CHECK(a.size(0) == b.size(0), name_a, " and ", name_b,
               " must have the same batch size, got ", a.size(0), " and ", b.size(0));
+}
+
+// Values of (Q, 7) poses [x, y, z, qw, qx, qy, qz] (CPU, policy above): finite, with a non-zero
+// quaternion (the kernels normalise it).
+template <typename T>
+void check_query_poses(const at::Tensor& poses, const char* name) {
+  const T* p = poses.data_ptr<T>();
+  for (int64_t q = 0, n = poses.size(0); q < n; ++q, p += 7) {
+    bool finite = true;
+    for (int k = 0; k < 7; ++k) finite = finite && std::isfinite(p[k]);
+    TORCH_CHECK_VALUE(finite, name, ": contains NaN or Inf (query ", q, ")");
+    TORCH_CHECK_VALUE(p[3] != T(0) || p[4] != T(0) || p[5] != T(0) || p[6] != T(0), name,
+                      ": contains a zero quaternion (query ", q, ")");
+  }
 }
 
 }  // namespace contactnet

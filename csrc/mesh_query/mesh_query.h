@@ -70,20 +70,8 @@ struct BvhTensors {
 };
 
 // CPU value checks in one pass over the raw data (on other devices the Python wrapper checks, see
-// common/checks.h): ids in range, poses finite with a non-zero quaternion (the kernels normalise
-// it), boundary-layer widths finite and >= 0.
-template <typename T>
-void check_query_poses(const at::Tensor& poses, const char* name) {
-  const T* p = poses.data_ptr<T>();
-  for (int64_t q = 0, n = poses.size(0); q < n; ++q, p += 7) {
-    bool finite = true;
-    for (int k = 0; k < 7; ++k) finite = finite && std::isfinite(p[k]);
-    TORCH_CHECK_VALUE(finite, name, ": contains NaN or Inf (query ", q, ")");
-    TORCH_CHECK_VALUE(p[3] != T(0) || p[4] != T(0) || p[5] != T(0) || p[6] != T(0), name,
-                      ": contains a zero quaternion (query ", q, ")");
-  }
-}
-
+// common/checks.h): ids in range, poses finite with a non-zero quaternion (check_query_poses),
+// boundary-layer widths finite and >= 0.
 inline void check_query_values(const BvhTensors& b, int64_t num_meshes);
 
 inline void check_query_inputs(const BvhTensors& b) {

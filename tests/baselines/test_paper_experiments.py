@@ -27,7 +27,8 @@ def random_locc(tmp_path_factory):
 
 def quick_args(tiny_data, tmp_path, ckpt):
     return ["--quick", "--data-root", str(tiny_data / "procedural_tiny"), "--out-dir", str(tmp_path / "out"),
-            "--cache-dir", str(tmp_path / "coacd"), "--ckpt", f"locc={ckpt}", "--device", "cpu"]
+            "--cache-dir", str(tmp_path / "coacd"), "--ckpt", f"locc={ckpt}", "--device", "cpu",
+            "--hybrid-max-error", "0.05"]
 
 
 @pytest.mark.parametrize("script, group, count", [(paper_fig6, "split", 4), (paper_scale, "scale", 2)])
@@ -36,10 +37,12 @@ def test_quick_run_writes_every_method_and_resumes(script, group, count, tiny_da
     results = json.loads((out / "results.json").read_text())
     rows = results["rows"]
     families = {r["family"] for r in rows}
-    assert families == {"net:locc", "ucf_gjk", "is_cd", "exact"}
+    assert families == {"net:locc", "hybrid:locc", "ucf_gjk", "is_cd", "exact"}
     assert len({r[group] for r in rows}) == count
     assert all(r["checks_per_second"] > 0 and 0 <= r["acc"] <= 1 for r in rows)
     assert all(r["balanced_acc"] == 1 or r["tpr"] != r["tpr"] or r["tnr"] != r["tnr"] for r in rows if r["family"] == "exact")
+    # The certified hybrid never misses a collision (TPR 1, or NaN without colliding pairs).
+    assert all(r["tpr"] == 1 or r["tpr"] != r["tpr"] for r in rows if r["family"] == "hybrid:locc")
     assert (out / "results.png").stat().st_size > 0 and "| exact |" in (out / "results.md").read_text()
     # A rerun finds every row done: nothing is scored again.
     monkeypatch.setattr(paper_common, "score", lambda *a, **k: pytest.fail("a finished row was scored again"))

@@ -15,6 +15,7 @@ from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.ops import (blem_contacts, cluster_contacts, ipc, mesh_collide, mesh_distance, point_mesh_distance,
                             point_mesh_signed_distance)
 from contactnet.ops.locc_crop import locc_crop
+from contactnet.ops.mesh_query import hulls_separated
 from tests.ops import ipc_cases
 from tests.ops.mesh_cases import box_mesh, bumpy_sphere, random_poses, random_soup
 from tests.ops.primitive_cases import adversarial_batch, random_triangle_pairs
@@ -325,6 +326,16 @@ def _queries(dtype, q=300):
     pa, pb = random_poses(q, 0.04, seed=8), random_poses(q, 0.04, seed=9)
     pb[:20, :3] = pa[:20, :3]  # coincident centres: nested and deep cases
     return ia, ib, pa.to(dtype), pb.to(dtype)
+
+
+def test_hulls_separated():
+    """GJK with hill-climbed supports: the same certificates on both devices (float64 hulls)."""
+    cpu, dev = _library(torch.float64)
+    ia, ib, pa, pb = _queries(torch.float64)
+    want = hulls_separated(cpu, ia, ib, pa, pb)
+    assert bool(want.any()) and not bool(want.all())
+    close(want, hulls_separated(dev, *to_dev(ia, ib, pa, pb)))
+    close(want, hulls_separated(cpu.hulls.to(DEVICE), *to_dev(ia, ib, pa, pb)))
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])

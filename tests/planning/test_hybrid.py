@@ -3,9 +3,9 @@ import math
 import pytest
 import torch
 
-from contactnet.geometry.boxes import boxes_nested
+from contactnet.ops.mesh_query import hulls_separated
 from contactnet.planning import CollisionChecker, CollisionWorld, choose_tau, hybrid_summary
-from contactnet.planning.hybrid import defer
+from contactnet.planning.hybrid import defer, hybrid_verdict
 from tests.ops.mesh_cases import box_mesh
 from tests.planning.scenes import make_world, random_pairs, tiny_net
 
@@ -46,21 +46,25 @@ def _three(world, model):
             CollisionChecker(world, "hybrid", model, tau=TAU))
 
 
-def test_pairwise_is_exact_where_deferred_and_learned_elsewhere(world, trained):
+def test_pairwise_is_exact_where_deferred_free_where_hulls_are_apart_and_learned_elsewhere(world, trained):
     ids_a, ids_b, pa, pb = random_pairs(world, 400, seed=7)
     exact, learned, hybrid = _three(world, trained)
     e, l = exact.pairwise(ids_a, ids_b, pa, pb), learned.pairwise(ids_a, ids_b, pa, pb)
     # A (20, 20) batch: the result keeps the batch shape.
     h = hybrid.pairwise(ids_a.view(20, 20), ids_b.view(20, 20), pa.view(20, 20, 7), pb.view(20, 20, 7))
     h = type(h)(*(t.reshape(-1) for t in h))
-    d = h.deferred
-    assert torch.equal(d, defer(l.logit, TAU, boxes_nested(world.aabb[ids_a], world.aabb[ids_b], pa, pb)))
+    d, apart = h.deferred, hulls_separated(world.library, ids_a, ids_b, pa, pb)
+    assert apart.any() and not e.colliding[apart].any()  # the certificate holds
+    assert torch.equal(d, defer(l.logit, TAU, apart))
+    kept = ~d & ~apart
     wrong = l.colliding != e.colliding
-    assert wrong[d].any() and wrong[~d].any()
+    assert wrong[d].any() and wrong[kept].any() and (wrong & apart).any()
     assert torch.equal(h.colliding[d], e.colliding[d])
-    assert torch.equal(h.colliding[~d], l.colliding[~d])
-    assert torch.equal(h.probability[d], e.probability[d])
-    torch.testing.assert_close(h.probability[~d], l.probability[~d])
+    assert torch.equal(h.colliding[kept], l.colliding[kept]) and l.colliding[kept].all()
+    assert not h.colliding[apart].any()
+    assert h.colliding[e.colliding].all()  # never a missed collision
+    assert torch.equal(h.probability[d | apart], e.probability[d | apart])
+    torch.testing.assert_close(h.probability[kept], l.probability[kept])
     torch.testing.assert_close(h.logit, l.logit)
     torch.testing.assert_close(h.signed_distance[d], e.signed_distance[d], **SD)
     assert h.signed_distance[~d].isnan().all()
@@ -72,18 +76,20 @@ def test_world_query_is_decided_per_obstacle_slot(scene, trained):
     e, l, h = (c.world_query(ids, poses, env) for c in (exact, learned, hybrid))
     enabled = torch.isfinite(e.per_obstacle)  # the exact backend marks disabled slots +inf
     assert enabled.all(-1).logical_not().any() and enabled.any(-1).all()
-    d = h.deferred
-    nested = boxes_nested(w.aabb[ids][:, None], w.aabb[w.obstacle_mesh[env]], poses[:, None], w.obstacle_pose[env])
-    assert torch.equal(d, enabled & defer(l.per_obstacle, TAU, nested))
+    d, n = h.deferred, w.max_obstacles
+    apart = hulls_separated(w.library, ids[:, None].expand(-1, n).reshape(-1), w.obstacle_mesh[env].reshape(-1),
+                            poses[:, None].expand(-1, n, 7).reshape(-1, 7),
+                            w.obstacle_pose[env].reshape(-1, 7)).reshape(d.shape)
+    assert torch.equal(d, enabled & defer(l.per_obstacle, TAU, apart))
     exact_slot, learned_slot = e.per_obstacle < 0, l.per_obstacle > 0
     wrong = enabled & (exact_slot != learned_slot)
     assert (wrong & d).any() and (wrong & ~d).any()
-    expected = torch.where(d, exact_slot, learned_slot).any(-1)
+    expected = torch.where(d, exact_slot, learned_slot & ~apart).any(-1)
     assert torch.equal(h.colliding, expected)
     # Neither pure backend's verdict: the merge is per slot.
     assert not torch.equal(h.colliding, e.colliding) and not torch.equal(h.colliding, l.colliding)
     torch.testing.assert_close(h.per_obstacle, l.per_obstacle)
-    prob = torch.where(d, exact_slot.float(), torch.sigmoid(l.per_obstacle)).max(-1).values
+    prob = torch.where(d, exact_slot.float(), torch.where(apart, 0.0, torch.sigmoid(l.per_obstacle))).max(-1).values
     torch.testing.assert_close(h.probability, prob)
     signed = torch.where(d, e.per_obstacle, math.inf).min(-1).values
     some = d.any(-1)
@@ -92,31 +98,34 @@ def test_world_query_is_decided_per_obstacle_slot(scene, trained):
     assert h.signed_distance[~some].isnan().all()
 
 
-def test_huge_tau_defers_everything_to_the_exact_backend(world, scene, trained):
+def test_huge_tau_is_the_exact_backend_with_hull_certified_pairs_skipped(world, scene, trained):
     ids_a, ids_b, pa, pb = random_pairs(world, 200, seed=8)
     e = CollisionChecker(world, "exact").pairwise(ids_a, ids_b, pa, pb)
     h = CollisionChecker(world, "hybrid", trained, tau=1e9).pairwise(ids_a, ids_b, pa, pb)
-    assert h.deferred.all() and torch.equal(h.colliding, e.colliding) and torch.equal(h.probability, e.probability)
-    torch.testing.assert_close(h.signed_distance, e.signed_distance, **SD)
+    apart = hulls_separated(world.library, ids_a, ids_b, pa, pb)
+    assert apart.any() and torch.equal(h.deferred, ~apart)
+    assert torch.equal(h.colliding, e.colliding) and torch.equal(h.probability, e.probability)
+    torch.testing.assert_close(h.signed_distance[~apart], e.signed_distance[~apart], **SD)
     w, ids, poses, env = scene
     e = CollisionChecker(w, "exact").world_query(ids, poses, env)
     h = CollisionChecker(w, "hybrid", trained, tau=math.inf).world_query(ids, poses, env)
-    assert torch.equal(h.deferred, torch.isfinite(e.per_obstacle))  # every enabled slot, no disabled one
+    assert not (h.deferred & ~torch.isfinite(e.per_obstacle)).any()  # no disabled slot
     assert torch.equal(h.colliding, e.colliding) and torch.equal(h.probability, e.probability)
-    torch.testing.assert_close(h.signed_distance, e.signed_distance, **SD)
 
 
-def test_tiny_tau_defers_nothing_and_is_the_learned_backend(world, scene, trained):
+def test_tiny_tau_keeps_every_collide_verdict_and_checks_every_free_one(world, scene, trained):
     ids_a, ids_b, pa, pb = random_pairs(world, 200, seed=8)
+    e = CollisionChecker(world, "exact").pairwise(ids_a, ids_b, pa, pb)
     l = CollisionChecker(world, "locc", trained).pairwise(ids_a, ids_b, pa, pb)
     h = CollisionChecker(world, "hybrid", trained, tau=1e-6).pairwise(ids_a, ids_b, pa, pb)
-    assert not h.deferred.any() and torch.equal(h.colliding, l.colliding) and h.signed_distance.isnan().all()
-    torch.testing.assert_close(h.probability, l.probability)
+    apart = hulls_separated(world.library, ids_a, ids_b, pa, pb)
+    assert torch.equal(h.deferred, ~l.colliding & ~apart)
+    assert torch.equal(h.colliding, (l.colliding & ~apart) | (h.deferred & e.colliding))
+    assert h.colliding[e.colliding].all()
     w, ids, poses, env = scene
     l = CollisionChecker(w, "locc", trained).world_query(ids, poses, env)
     h = CollisionChecker(w, "hybrid", trained, tau=1e-6).world_query(ids, poses, env)
-    assert not h.deferred.any() and torch.equal(h.colliding, l.colliding) and h.signed_distance.isnan().all()
-    torch.testing.assert_close(h.probability, l.probability)
+    assert not (h.deferred & (l.per_obstacle > 0)).any() and h.deferred.any()
 
 
 def test_hybrid_takes_a_global_ocn_and_costs_like_the_learned_backend(scene):
@@ -148,26 +157,28 @@ def test_hybrid_arguments_raise_clear_errors(world, trained):
 
 
 # logit:   4    -3    2    -1    0.5  -0.2     learned verdict: T F T F T F
-# label:   T     F    F     F    F     T       wrong: |2|, |0.5|, |0.2|  (3 of 6)
+# label:   T     F    F     F    F     T       wrong "collide": 2, 0.5 (free verdicts are all checked)
 LOGITS = torch.tensor([4.0, -3.0, 2.0, -1.0, 0.5, -0.2])
 LABELS = torch.tensor([1, 0, 0, 0, 0, 1])
+APART = torch.tensor([False, True, False, False, True, False])  # certified free: -3 and 0.5
 
 
-@pytest.mark.parametrize("max_error, tau", [
-    (0.5, 0.0),  # 3/6 errors already allowed: nothing deferred
-    (0.4, 0.5),  # defer |0.2|: 2/6 kept errors
-    (0.2, 1.0),  # defer |0.2|, |0.5|: 1/6
-    (0.1, 3.0),  # the error at |2| must go too: 0/6
-    (0.0, 3.0),
+@pytest.mark.parametrize("max_error, tau, tau_apart", [
+    (0.5, 0.0, 0.0),  # 2/6 kept errors already allowed: only free verdicts are checked
+    (0.34, 0.0, 0.0),
+    (0.2, 2.0, 0.0),  # check 0.5 too: 1/6 (with the hulls, 0.5 is certified: 1/6 at tau 0)
+    (0.1, 4.0, 4.0),  # the error at 2 must go too: 0/6
+    (0.0, 4.0, 4.0),
 ])
-def test_choose_tau_on_a_hand_made_example(max_error, tau):
+def test_choose_tau_on_a_hand_made_example(max_error, tau, tau_apart):
     assert choose_tau(LOGITS, LABELS, max_error) == tau
     assert choose_tau(LOGITS.double().view(2, 3), LABELS.bool().view(2, 3), max_error) == tau
+    assert choose_tau(LOGITS, LABELS, max_error, APART) == tau_apart
 
 
 def test_choose_tau_ties_and_everything_deferred():
-    # Tied |logit| 1: the wrong -1 cannot be deferred without its tie, so tau moves to 2.
-    assert choose_tau(torch.tensor([-1.0, 1.0, 2.0]), torch.tensor([True, True, True]), 0.0) == 2.0
+    # Tied logit 1: the wrong one cannot be checked without its tie, so tau moves to 2.
+    assert choose_tau(torch.tensor([1.0, 1.0, 2.0]), torch.tensor([False, True, True]), 0.0) == 2.0
     # The most confident query is wrong: only deferring everything meets max_error = 0.
     assert choose_tau(torch.tensor([5.0, -1.0]), torch.tensor([0, 0]), 0.0) == math.inf
     assert choose_tau(torch.tensor([5.0, -1.0]), torch.tensor([0, 0]), 0.5) == 0.0
@@ -177,7 +188,7 @@ def test_choose_tau_is_the_smallest_candidate_meeting_the_target():
     g = torch.Generator().manual_seed(0)
     logits = (torch.randn(500, generator=g) * 3).round(decimals=1)  # rounded: many ties
     labels = (logits + torch.randn(500, generator=g) * 2) > 0
-    candidates = torch.cat([torch.zeros(1), logits.abs().unique()])
+    candidates = torch.cat([torch.zeros(1), logits[logits > 0].unique()])
     for max_error in (0.0, 0.01, 0.05, 0.1, 0.2):
         tau = choose_tau(logits, labels, max_error)
         summary = hybrid_summary(logits, labels, tau)
@@ -188,15 +199,19 @@ def test_choose_tau_is_the_smallest_candidate_meeting_the_target():
 
 
 def test_hybrid_summary_on_a_hand_made_example():
-    s = hybrid_summary(LOGITS, LABELS, 1.0)  # defers |0.5| and |0.2|
-    expected = {"deferred": 2 / 6, "accuracy": 5 / 6,
+    s = hybrid_summary(LOGITS, LABELS, 1.0)  # checks -3, -1, 0.5, -0.2; keeps 4 (right) and 2 (wrong)
+    expected = {"deferred": 4 / 6, "certified": 0.0, "accuracy": 5 / 6,
                 "balanced_accuracy": (2 / 2 + 3 / 4) / 2,  # colliding: 0, 5 right; free: 1, 3, 4 of 1-4
+                "missed_collisions": 0.0,
                 "learned_accuracy": 3 / 6,
                 "learned_balanced_accuracy": (1 / 2 + 2 / 4) / 2}
     assert s.keys() == expected.keys()
     for k, v in expected.items():
         assert s[k] == pytest.approx(v), k
-    assert hybrid_summary(LOGITS, LABELS, 0.0)["deferred"] == 0.0
+    s = hybrid_summary(LOGITS, LABELS, 1.0, APART)  # -3 and 0.5 certified free, no exact check
+    assert s["deferred"] == pytest.approx(2 / 6) and s["certified"] == pytest.approx(2 / 6)
+    assert s["accuracy"] == pytest.approx(5 / 6)
+    assert hybrid_summary(LOGITS, LABELS, 0.0)["deferred"] == pytest.approx(3 / 6)  # the free verdicts
     assert hybrid_summary(LOGITS, LABELS, math.inf)["accuracy"] == 1.0
     # One class only: the balanced accuracy is that class's recall.
     one = hybrid_summary(torch.tensor([1.0, -2.0, -3.0]), torch.tensor([0, 0, 0]), 0.5)
@@ -222,35 +237,37 @@ def test_choose_tau_and_summary_reject_bad_input():
             hybrid_summary(LOGITS, LABELS, bad)
 
 
-def test_defer_sends_free_verdicts_on_nested_boxes_to_the_exact_check():
-    logit = torch.tensor([-5.0, 5.0, -5.0, -0.5, -math.inf])
-    nested = torch.tensor([True, True, False, False, True])
-    assert defer(logit, 1.0, nested).tolist() == [True, False, False, True, False]
-    assert defer(logit, 1.0).tolist() == [False, False, False, True, False]
-    # choose_tau and hybrid_summary count a nested free error as deferred, whatever tau.
-    logits, labels = torch.tensor([-5.0, 2.0, -3.0]), torch.tensor([1, 1, 0])
-    assert choose_tau(logits, labels, 0.0) == math.inf  # the error at |logit| 5 is the most confident
-    assert choose_tau(logits, labels, 0.0, torch.tensor([True, False, False])) == 0.0
+def test_defer_checks_every_free_verdict_unless_the_hulls_are_apart():
+    logit = torch.tensor([-5.0, 5.0, -5.0, 0.5, -math.inf, 5.0])
+    apart = torch.tensor([True, False, False, False, True, True])
+    assert defer(logit, 1.0, apart).tolist() == [False, False, True, True, False, False]
+    assert defer(logit, 1.0).tolist() == [True, False, True, True, False, False]
+    exact = torch.tensor([False, True, True, False, False, False])
+    assert hybrid_verdict(logit, 1.0, exact, apart).tolist() == [False, True, True, False, False, False]
+    # A certified pair is free whatever its label says (a label within min_gap of touching):
+    # choose_tau counts it against the budget, whatever tau.
+    logits, labels = torch.tensor([-5.0, 2.0, 3.0]), torch.tensor([1, 1, 0])
+    assert choose_tau(logits, labels, 0.0) == math.inf
+    assert choose_tau(logits, labels, 0.4, torch.tensor([True, False, False])) == math.inf
+    assert choose_tau(logits, labels, 0.7, torch.tensor([True, False, False])) == 0.0
     s = hybrid_summary(logits, labels, 0.0, torch.tensor([True, False, False]))
-    assert s["deferred"] == pytest.approx(1 / 3) and s["accuracy"] == 1.0 and s["learned_accuracy"] == pytest.approx(2 / 3)
-    with pytest.raises(ValueError, match="nested: expected a bool tensor with one entry per logit"):
+    assert s["missed_collisions"] == 1.0 and s["certified"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="separated: expected a bool tensor with one entry per logit"):
         choose_tau(logits, labels, 0.0, torch.tensor([1, 0, 0]))
 
 
-def test_hybrid_checks_a_confident_free_verdict_on_nested_boxes_exactly(monkeypatch):
+def test_hybrid_checks_a_confident_free_verdict_exactly_and_certifies_pairs_apart(monkeypatch):
     """A small box deep inside a large one: no surfaces near, so a net of local crops may call it
-    free with confidence. The hybrid must ask the exact kernels (containment: colliding)."""
+    free with confidence. The hybrid must ask the exact kernels (containment: colliding). A pair
+    far apart is free by its hulls, whatever the net says."""
     w = CollisionWorld(num_points=64)
     w.add_mesh("big", box_mesh((0.4, 0.4, 0.4)))
     w.add_mesh("small", box_mesh((0.02, 0.02, 0.02)))
     hybrid = CollisionChecker(w, "hybrid", tiny_net("locc"), tau=1.0)
-    verdicts = {"free": -10.0, "colliding": 10.0}
-    for verdict, value in verdicts.items():
+    for value in (-10.0, 10.0):
         monkeypatch.setattr(hybrid, "_logits", lambda ids_a, *rest, v=value: torch.full(ids_a.shape, v))
         inside, apart = _pose(0.05), _pose(1.0)
         r = hybrid.pairwise(["big", "small", "big"], ["small", "big", "small"], torch.stack([_pose()] * 3),
                             torch.stack([inside, _pose(-0.05), apart]))
-        if verdict == "free":
-            assert r.deferred.tolist() == [True, True, False] and r.colliding.tolist() == [True, True, False]
-        else:
-            assert not r.deferred.any() and r.colliding.all()
+        assert r.colliding.tolist() == [True, True, False]
+        assert r.deferred.tolist() == ([True, True, False] if value < 0 else [False, False, False])

@@ -6,7 +6,7 @@ from hydra import compose, initialize_config_dir
 
 from contactnet.data.dataset import TEST_SPLIT_ORDER
 from contactnet.models.checkpoint import build_net
-from contactnet.planning.hybrid import choose_tau
+from contactnet.planning.hybrid import choose_tau, defer
 from contactnet.training.evaluate import evaluate, predict_split
 from tests.training.conftest import CONF
 
@@ -45,13 +45,16 @@ def test_hybrid_report_uses_tau_from_the_validation_split(tmp_path, tiny_data):
     scores = evaluate(str(ckpt), str(data), splits=["boundary_unknown"], device="cpu", hybrid_max_error=0.05)
     val = predict_split(net.eval(), data, "val")
     hybrid = scores["boundary_unknown"]["hybrid"]
-    assert hybrid["tau"] == choose_tau(val["logit"], val["label"], 0.05)
+    assert hybrid["tau"] == choose_tau(val["logit"], val["label"], 0.05, val["separated"])
     test = predict_split(net.eval(), data, "boundary_unknown")
-    deferred = test["logit"].abs() < hybrid["tau"]
+    apart = test["separated"]
+    assert apart.any() and not (apart & test["label"]).any()  # the certificate holds on the exact labels
+    deferred = defer(test["logit"], hybrid["tau"], apart)
     assert hybrid["deferred"] == deferred.double().mean().item()
+    assert hybrid["certified"] == apart.double().mean().item()
     learned_right = (test["logit"] > 0) == test["label"]
-    assert hybrid["accuracy"] == (learned_right | deferred).double().mean().item()
-    assert hybrid["accuracy"] >= scores["boundary_unknown"]["acc"]
+    assert hybrid["accuracy"] == (learned_right | deferred | apart).double().mean().item()
+    assert hybrid["accuracy"] >= scores["boundary_unknown"]["acc"] and hybrid["missed_collisions"] == 0
 
 
 def test_frame_averaged_scores_are_the_mean_over_fixed_frames(tmp_path, tiny_data):
