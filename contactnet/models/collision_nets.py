@@ -24,6 +24,7 @@ from contactnet.models.geometry import (
     point_coordinates,
     relative_pose_features,
 )
+from contactnet.ops.grid_sample_rows import grid_sample_rows
 
 
 CROSS_CHUNK = 2048  # queries per slice of the indexed co-occupancy term
@@ -37,8 +38,26 @@ class TableProjection(NamedTuple):
 
     rows: torch.Tensor  # (N·M³, F) the table's cells as rows
     queries: torch.Tensor | None  # (N, M³, D) co-occupancy queries of the cells (None: no such term)
-    keys: torch.Tensor | None  # (N, D, M, M, M) co-occupancy key grids
+    keys: torch.Tensor | None  # (N·M³, D) co-occupancy key grids as rows (`grid_sample_rows`)
     point_queries: torch.Tensor | None  # (N, K, D) queries at the encoded points (cross sites "points")
+    occupancy: torch.Tensor | None  # (N·M³, 1) the table's points per cell as rows, for ranking sites
+
+
+def _grid_sampler(grids: torch.Tensor):
+    """coords (N, P, C, 3) -> (N, P, C, D): trilinear samples of grids (N, D, M, M, M) (zero padding,
+    align_corners=False, coords[..., 0] along the first grid axis)."""
+    def sample(coords):
+        out = F.grid_sample(grids, coords.flip(-1)[:, :, :, None], align_corners=False)  # (N, D, P, C, 1)
+        return out.squeeze(-1).permute(0, 2, 3, 1)
+    return sample
+
+
+def _row_sampler(rows: torch.Tensor, grid: int, ids: torch.Tensor):
+    """`_grid_sampler` of the grids ids (N,) of a table stored as rows (`grid_sample_rows`)."""
+    def sample(coords):
+        n, p, c = coords.shape[:3]
+        return grid_sample_rows(rows, grid, ids, coords.reshape(n, p * c, 3)).reshape(n, p, c, rows.shape[1])
+    return sample
 
 
 def _mlp(cin: int, hidden: int, outputs: int = 1) -> nn.Sequential:
@@ -147,30 +166,33 @@ class LOCC(CollisionNet):
         """(..., F, M, M, M) embeddings -> (N·M³, F) cell rows, N the number of embeddings."""
         return features.flatten(-3).transpose(-1, -2).reshape(-1, self.encoder.features)
 
-    def _cross(self, own: torch.Tensor, keys: torch.Tensor, coords: torch.Tensor, keep: torch.Tensor,
-               occupancy: tuple[torch.Tensor, torch.Tensor] | None = None, count: int = 0) -> torch.Tensor:
-        """Co-occupancy of the own object's kept cells: own (..., C, D) projected own cells, keys
-        (N, D, M, M, M) the other objects' projected grids, coords (N, P, C, 3) the own cells in
+    def _cross(self, own: torch.Tensor, keys, coords: torch.Tensor, keep: torch.Tensor,
+               occupancy: tuple | None = None, count: int = 0) -> torch.Tensor:
+        """Co-occupancy of the own object's kept cells: own (..., C, D) projected own cells (or, with
+        count, a function of the chosen sites' indices (..., k) -> (..., k, D)), keys a
+        function of coords (N, P, C, 3) -> (N, P, C, D), the other objects' projected grids
+        sampled there (`_grid_sampler`, or `grid_sample_rows` on a table), coords the own cells in
         the other box's units (P queries per grid; own and keep (..., C) broadcast to (N·P, C)).
-        count > 0: only that many sites, ranked with occupancy = (own (..., C) points per site, the
-        other's points per cell (N, 1, M, M, M))."""
+        count > 0: only that many sites, ranked with occupancy = (own (..., C) points per site, a
+        function of coords -> (N, P, C, 1), the other's points per cell interpolated there)."""
         if count:
             n, p = coords.shape[:2]
             cells = self._cells(coords, keep, *occupancy, count)  # (..., k) like keep's leading dimensions
-            own = own.expand(*keep.shape, own.shape[-1]).gather(-2, cells[..., None].expand(*cells.shape, own.shape[-1]))
+            own = own(cells) if callable(own) else \
+                own.expand(*keep.shape, own.shape[-1]).gather(-2, cells[..., None].expand(*cells.shape, own.shape[-1]))
             coords = coords.reshape(*keep.shape, 3).gather(-2, cells[..., None].expand(*cells.shape, 3))
             coords, keep = coords.reshape(n, p, -1, 3), keep.gather(-1, cells)
-        sampled = F.grid_sample(keys, coords.flip(-1)[:, :, :, None], align_corners=False)  # (N, D, P, C, 1)
-        sampled = sampled.squeeze(-1).permute(0, 2, 3, 1).reshape(*keep.shape, keys.shape[1])
-        return _masked_max(own * sampled, keep)
+        sampled = keys(coords)
+        return _masked_max(own * sampled.reshape(*keep.shape, sampled.shape[-1]), keep)
 
     @torch.no_grad()
     def _cells(self, coords: torch.Tensor, keep: torch.Tensor, own_occupancy: torch.Tensor,
-               other_occupancy: torch.Tensor, count: int) -> torch.Tensor:
+               other_occupancy, count: int) -> torch.Tensor:
         """Indices (..., count) of the sites read per query, by priority: kept cells with the
-        own object's points (4) + the other's occupancy interpolated there, squashed to [0, 2) +
-        nearness to the other box's centre in (0, 1]; cells that are not kept rank last (-1)."""
-        near = F.grid_sample(other_occupancy, coords.flip(-1)[:, :, :, None], align_corners=False).reshape(keep.shape)
+        own object's points (4) + the other's occupancy interpolated there (other_occupancy, as
+        `_cross` takes it), squashed to [0, 2) + nearness to the other box's centre in (0, 1];
+        cells that are not kept rank last (-1)."""
+        near = other_occupancy(coords).reshape(keep.shape)
         centre = coords.square().sum(-1).reshape(keep.shape)
         priority = 4.0 * (own_occupancy > 0) + 2.0 * near / (1.0 + near) + 1.0 / (1.0 + centre)
         priority = torch.where(keep, priority, -1.0)
@@ -229,9 +251,9 @@ class LOCC(CollisionNet):
         occupancy, count = None, self._count(kind)
         if count:
             other_occupancy = other.occupancy.reshape(*shared, m**3).expand(*lead[:split], *shared[split:], m**3)
-            occupancy = (own_occupancy, other_occupancy.reshape(n, 1, m, m, m))
-        return self._cross(queries, keys.reshape(n, -1, m, m, m), coords.reshape(n, -1, sites, 3), keep, occupancy,
-                           count)
+            occupancy = (own_occupancy, _grid_sampler(other_occupancy.reshape(n, 1, m, m, m)))
+        return self._cross(queries, _grid_sampler(keys.reshape(n, -1, m, m, m)), coords.reshape(n, -1, sites, 3), keep,
+                           occupancy, count)
 
     def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor,
                 with_distance: bool = False):
@@ -256,11 +278,11 @@ class LOCC(CollisionNet):
         m = self.encoder.grid
         rows = self._rows(table.features)
         if not self.cross_features:
-            return TableProjection(rows, None, None, None)
+            return TableProjection(rows, None, None, None, None)
         queries = self.query(rows).view(-1, m**3, self.cross_features)
-        keys = self.key(rows).view(-1, m, m, m, self.cross_features).permute(0, 4, 1, 2, 3)
         points = self._point_queries(table) if "points" in self._kinds else None
-        return TableProjection(rows, queries, keys, points)
+        occupancy = None if table.occupancy is None else table.occupancy.reshape(-1, 1).to(rows.dtype)
+        return TableProjection(rows, queries, self.key(rows), points, occupancy)
 
     def predict_indexed(self, table: ShapeEmbedding, ids_a: torch.Tensor, ids_b: torch.Tensor,
                         pose_a: torch.Tensor, pose_b: torch.Tensor, with_distance: bool = False,
@@ -282,10 +304,11 @@ class LOCC(CollisionNet):
         crop_b = F.embedding_bag(ids_b[:, None] * cells + offsets, rows, per_sample_weights=w_b.to(rows.dtype), mode="sum")
         cross = ()
         if self.cross_features:
-            # Projected once per table (`projection`); each query gathers its other's grid.
+            # Projected once per table (`projection`); each query samples its other's grid in place
+            # in the table (`grid_sample_rows`), never a copy of it.
             queries, keys, point_queries = projection.queries, projection.keys, projection.point_queries
-            # Each query copies its other's grid (D·M³ numbers): slices of CROSS_CHUNK queries bound
-            # that memory whatever the caller's batch (a fixed number of slices for a given batch).
+            # Slices of CROSS_CHUNK queries bound the memory of the sites' samples whatever the
+            # caller's batch (a fixed number of slices for a given batch).
             sides = ((ids_a, ids_b, pose_a, pose_b, w_a > 0), (ids_b, ids_a, pose_b, pose_a, w_b > 0))
             occupancy = self._occupancy(table, "table")
 
@@ -293,14 +316,17 @@ class LOCC(CollisionNet):
                 count = self._count(kind)
                 if kind == "points":
                     coords = point_coordinates(table.points[i_own[e]], p_own[e], p_other[e], table.aabb[i_other[e]])
-                    own, keep = point_queries[i_own[e]], (coords.abs() <= 1).all(-1)
+                    keep, k = (coords.abs() <= 1).all(-1), point_queries.shape[1]
+                    # With a count, only the chosen points' queries are read from the table.
+                    own = (lambda sites: point_queries.reshape(-1, point_queries.shape[-1])[(i_own[e] * k)[:, None] + sites]) \
+                        if count else point_queries[i_own[e]]
                     own_occupancy = coords.new_ones(coords.shape[-2])
                 else:
                     coords = grid_coordinates(table.aabb[i_own[e]], m, p_own[e], p_other[e], table.aabb[i_other[e]])
                     own, keep = queries[i_own[e]], keep[e]
                     own_occupancy = occupancy[i_own[e]] if count else None
-                ranks = (own_occupancy, occupancy[i_other[e]].view(-1, 1, m, m, m)) if count else None
-                return self._cross(own, keys[i_other[e]], coords[:, None], keep, ranks, count)
+                ranks = (own_occupancy, _row_sampler(projection.occupancy, m, i_other[e])) if count else None
+                return self._cross(own, _row_sampler(keys, m, i_other[e]), coords[:, None], keep, ranks, count)
 
             cross = tuple(torch.cat([one_slice(kind, e, *side)
                                      for e in (slice(s, s + CROSS_CHUNK) for s in range(0, max(len(side[0]), 1), CROSS_CHUNK))])

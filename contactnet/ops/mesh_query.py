@@ -281,6 +281,12 @@ def _(tris, tri_ids, nodes, dipoles, node_offsets, face_offsets, ids_a, ids_b,
     )
 
 
+@torch.library.register_fake("contactnet::hulls_separated")
+def _(vertices, vertex_offsets, neighbours, neighbour_offsets, ids_a, ids_b, poses_a, poses_b, min_gap,
+      max_iterations):  # fmt: skip
+    return ids_a.new_empty((ids_a.shape[0],), dtype=torch.bool)
+
+
 @torch.library.register_fake("contactnet::mesh_collide")
 def _(tris, tri_ids, nodes, dipoles, node_offsets, face_offsets, ids_a, ids_b,
       poses_a, poses_b, winding_threshold, beta):  # fmt: skip

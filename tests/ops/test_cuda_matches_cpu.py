@@ -14,6 +14,7 @@ from contactnet import ops
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.ops import (blem_contacts, cluster_contacts, ipc, mesh_collide, mesh_distance, point_mesh_distance,
                             point_mesh_signed_distance)
+from contactnet.ops.grid_sample_rows import grid_sample_rows
 from contactnet.ops.locc_crop import locc_crop
 from contactnet.ops.mesh_query import hulls_separated
 from tests.ops import ipc_cases
@@ -326,6 +327,25 @@ def _queries(dtype, q=300):
     pa, pb = random_poses(q, 0.04, seed=8), random_poses(q, 0.04, seed=9)
     pb[:20, :3] = pa[:20, :3]  # coincident centres: nested and deep cases
     return ia, ib, pa.to(dtype), pb.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_grid_sample_rows_and_its_coordinate_gradient(dtype):
+    g = torch.Generator().manual_seed(0)
+    m, d = 6, 16
+    rows = torch.randn(9 * m**3, d, generator=g).to(dtype)
+    ids = torch.randint(9, (40,), generator=g)
+    coords = ((torch.rand(40, 50, 3, generator=g) * 2 - 1) * 1.3).to(dtype)
+    grad_out = torch.randn(40, 50, d, generator=g).to(dtype)
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
+    outs = {}
+    for device in ("cpu", DEVICE):
+        c = coords.to(device).requires_grad_(True)
+        out = grid_sample_rows(rows.to(device), m, ids.to(device), c)
+        (grad,) = torch.autograd.grad(out, c, grad_out.to(device))
+        outs[device] = (out.detach(), grad)
+    close(outs["cpu"][0], outs[DEVICE][0], name="values", **tol)
+    close(outs["cpu"][1], outs[DEVICE][1], name="coordinate gradient", **tol)
 
 
 def test_hulls_separated():

@@ -163,3 +163,10 @@ def test_accepts_numpy_int32_and_float32_and_raises_clear_errors():
         build_convex_hulls([np.full((4, 3), math.nan)])
     none = torch.zeros(0, dtype=torch.int64)
     assert hulls_separated(lib, none, none, torch.zeros(0, 7), torch.zeros(0, 7)).shape == (0,)
+
+
+def test_opcheck():
+    lib = _boxes((1.0, 1.0, 1.0), (0.5, 0.5, 0.5))
+    poses = torch.cat([_at(0.0), _at(0.6), _at(3.0)])
+    args = (*lib.hulls, torch.tensor([0, 1, 0]), torch.tensor([1, 0, 1]), poses, poses.flip(0), 1e-6, 64)
+    torch.library.opcheck(torch.ops.contactnet.hulls_separated, args)
