@@ -24,6 +24,7 @@ from contactnet.models.geometry import (
     point_coordinates,
     relative_pose_features,
 )
+from contactnet.ops._checks import trusted_indices
 from contactnet.ops.grid_sample_rows import grid_sample_rows
 
 
@@ -53,10 +54,14 @@ def _grid_sampler(grids: torch.Tensor):
 
 
 def _row_sampler(rows: torch.Tensor, grid: int, ids: torch.Tensor):
-    """`_grid_sampler` of the grids ids (N,) of a table stored as rows (`grid_sample_rows`)."""
+    """`_grid_sampler` of the grids ids (N,) of a table stored as rows (`grid_sample_rows`). The
+    ids have already indexed the table's boxes, so their values are not read again (on a GPU that
+    would be a host sync on the hot path)."""
     def sample(coords):
         n, p, c = coords.shape[:3]
-        return grid_sample_rows(rows, grid, ids, coords.reshape(n, p * c, 3)).reshape(n, p, c, rows.shape[1])
+        with trusted_indices():
+            out = grid_sample_rows(rows, grid, ids, coords.reshape(n, p * c, 3))
+        return out.reshape(n, p, c, rows.shape[1])
     return sample
 
 
