@@ -2,9 +2,12 @@
 (`contactnet.ops.mesh_query.hulls_separated`, GJK in C++ on both devices).
 
 A hull is its vertices (a subset of the mesh's, float64, object frame) and its vertex graph (the
-edges of qhull's triangulated facets), which the GJK's support search climbs. A mesh whose points
-span no volume (flat, a line, a point) gets an empty hull: nothing is ever certified apart from
-it, which is safe, since "separated" is the only answer the test certifies.
+edges of qhull's triangulated facets), which the GJK's support search climbs. Points that span no
+volume (a flat plate, a sheet, a line) are hulled from qhull's joggled input (option QJ: moved by
+about 1e-11 of their extent, far inside `hulls_separated`'s default min_gap of 1 µm), so a table
+top modelled as one quad is still certified apart from what is clearly above it. Fewer than four
+points get an empty hull: nothing is ever certified apart from it, which is safe, since
+"separated" is the only answer the test certifies.
 """
 
 from __future__ import annotations
@@ -40,13 +43,18 @@ class ConvexHulls(NamedTuple):
 
 
 def _hull_graph(points: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The hull's vertices (n, 3) and each one's neighbours (hull-local), or empty for points
-    that span no volume."""
+    """The hull's vertices (n, 3) and each one's neighbours (hull-local); empty for fewer than four
+    points."""
     from scipy.spatial import ConvexHull, QhullError  # imported on first use: it is slow to import
 
-    try:
-        hull = ConvexHull(points)
-    except (QhullError, ValueError):  # fewer than 4 points, or all in a plane
+    hull = None
+    for options in (None, "QJ"):  # QJ: points in a plane or on a line span no volume unjoggled
+        try:
+            hull = ConvexHull(points, qhull_options=options)
+            break
+        except (QhullError, ValueError):
+            continue
+    if hull is None:  # fewer than 4 points
         return np.zeros((0, 3)), []
     keep = np.unique(hull.simplices)
     local = np.full(len(points), -1, dtype=np.int64)

@@ -116,11 +116,19 @@ def test_edge_to_edge_vertex_to_face_tiny_nested_and_identical():
     assert not bool(hulls_separated(lib, [1], [1], _at(0.3), _at(0.3)))
 
 
-def test_a_flat_mesh_has_an_empty_hull_and_is_never_certified():
-    square = (np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], dtype=float), np.array([[0, 1, 2], [0, 2, 3]]))
-    lib = MeshLibrary([Mesh(*square), Mesh(*box_mesh())], dtype=torch.float64)
-    assert len(lib.hulls.hull_vertices(0)) == 0 and len(lib.hulls.hull_vertices(1)) == 8
-    assert not hulls_separated(lib, [0, 1, 0], [1, 0, 0], _at(0.0).expand(3, 7), _at(100.0).expand(3, 7)).any()
+def test_a_flat_mesh_is_certified_apart_only_where_clearly_apart():
+    """A table top as one quad (no volume): hulled from joggled input, so a box well above it is
+    certified apart, a box resting on it or crossing it is not; a mesh of 3 vertices has no hull."""
+    square = (np.array([[-1, -1, 0], [1, -1, 0], [1, 1, 0], [-1, 1, 0]], dtype=float), np.array([[0, 1, 2], [0, 2, 3]]))
+    triangle = (square[0][:3], square[1][:1])
+    lib = MeshLibrary([Mesh(*square), Mesh(*box_mesh((0.2, 0.2, 0.2))), Mesh(*triangle)], dtype=torch.float64)
+    assert len(lib.hulls.hull_vertices(0)) == 4 and len(lib.hulls.hull_vertices(2)) == 0
+    heights = torch.tensor([0.1 + 1e-4, 0.1, 0.0, -0.1 - 1e-4, 2.0])  # box centre above the quad
+    poses = torch.zeros(5, 7, dtype=torch.float64)
+    poses[:, 2], poses[:, 3] = heights, 1.0
+    table = _at(0.0).expand(5, 7)
+    assert hulls_separated(lib, [0] * 5, [1] * 5, table, poses).tolist() == [True, False, False, True, True]
+    assert not hulls_separated(lib, [2, 1], [1, 2], table[:2], poses[[4, 4]]).any()
 
 
 def test_hull_vertices_are_mesh_vertices_that_bound_the_mesh_and_the_graph_is_symmetric():
