@@ -29,10 +29,11 @@ __all__ = ["choose_tau", "defer", "hybrid_summary", "hybrid_verdict"]
 
 
 def defer(logit: torch.Tensor, tau: float, separated: torch.Tensor | None = None) -> torch.Tensor:
-    """Which queries the hybrid hands to the exact kernels (bool, logit's shape): logit < tau,
-    except where `separated` (bool, logit's shape: `hulls_separated`; None: nothing certified)
-    decides "free". A logit of -inf (a disabled slot) is never deferred."""
-    out = (logit < tau) & (logit > -math.inf)
+    """Which queries the hybrid hands to the exact kernels (bool, logit's shape): all but the
+    "collide" verdicts with logit >= tau (a logit of 0 or NaN is never kept, whatever tau), except
+    where `separated` (bool, logit's shape: `hulls_separated`; None: nothing certified) decides
+    "free". A logit of -inf (a disabled slot) is never deferred."""
+    out = ~((logit >= tau) & (logit > 0)) & ~torch.isneginf(logit)
     if separated is not None:
         out = out & ~separated
     return out

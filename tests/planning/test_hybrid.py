@@ -242,6 +242,8 @@ def test_defer_checks_every_free_verdict_unless_the_hulls_are_apart():
     apart = torch.tensor([True, False, False, False, True, True])
     assert defer(logit, 1.0, apart).tolist() == [False, False, True, True, False, False]
     assert defer(logit, 1.0).tolist() == [True, False, True, True, False, False]
+    # Neither a logit of exactly 0 (at tau 0) nor a NaN one is ever kept as a verdict.
+    assert defer(torch.tensor([0.0, math.nan, 0.5]), 0.0).tolist() == [True, True, False]
     exact = torch.tensor([False, True, True, False, False, False])
     assert hybrid_verdict(logit, 1.0, exact, apart).tolist() == [False, True, True, False, False, False]
     # A certified pair is free whatever its label says (a label within min_gap of touching):
