@@ -243,7 +243,7 @@ class CheckerFactory:
             exact = torch.zeros_like(deferred)
             rows = deferred.nonzero().squeeze(1)
             exact[rows] = mesh_collide(lib, a[rows], b[rows], pa[rows], pb[rows])
-            return hybrid_verdict(logit, tau, exact, apart)
+            return hybrid_verdict(logit, deferred, exact, apart)
 
         return check
 

@@ -3,9 +3,10 @@
 
 A hull is its vertices (a subset of the mesh's, float64, object frame) and its vertex graph (the
 edges of qhull's triangulated facets), which the GJK's support search climbs. Points that span no
-volume (a flat plate, a sheet, a line) are hulled from qhull's joggled input (option QJ: moved by
-about 1e-11 of their extent, far inside `hulls_separated`'s default min_gap of 1 µm), so a table
-top modelled as one quad is still certified apart from what is clearly above it. Fewer than four
+volume (a flat plate, a sheet, a line) are hulled from qhull's joggled input (option QJ, a tiny
+random perturbation; the hull keeps the original points, and `hulls_separated`'s min_gap of 1 µm
+absorbs what the perturbed graph can miss), so a table top modelled as one quad is still
+certified apart from what is clearly above it. Fewer than four
 points get an empty hull: nothing is ever certified apart from it, which is safe, since
 "separated" is the only answer the test certifies.
 """
@@ -38,7 +39,7 @@ class ConvexHulls(NamedTuple):
         return ConvexHulls(*(t.to(device) for t in self))
 
     def hull_vertices(self, i: int) -> torch.Tensor:
-        """(n, 3) float64 vertices of hull i (n = 0 for a mesh without volume)."""
+        """(n, 3) float64 vertices of hull i (n = 0 for a mesh of fewer than four vertices)."""
         return self.vertices[int(self.vertex_offsets[i]) : int(self.vertex_offsets[i + 1])]
 
 

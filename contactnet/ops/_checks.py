@@ -284,7 +284,12 @@ def mesh_query_args(lib, ids_a, ids_b, poses_a, poses_b):
     """Checked (ids_a, ids_b, poses_a, poses_b) of Q mesh-pair queries on a MeshLibrary `lib`."""
     if not isinstance(lib, MeshLibrary):
         raise TypeError(f"lib: expected a contactnet.geometry.MeshLibrary, got {type(lib).__name__}")
-    device, dtype = lib.device, lib.dtype
+    return pair_query_args(len(lib), lib.device, lib.dtype, ids_a, ids_b, poses_a, poses_b)
+
+
+def pair_query_args(num_meshes: int, device, dtype, ids_a, ids_b, poses_a, poses_b):
+    """`mesh_query_args` for any packed set of `num_meshes` meshes on `device`, the poses cast to
+    `dtype` (a library's, or float64 for its convex hulls)."""
     ids_a = mesh_ids(ids_a, "ids_a", device)
     ids_b = mesh_ids(ids_b, "ids_b", device)
     q = ids_a.shape[0]
@@ -293,7 +298,7 @@ def mesh_query_args(lib, ids_a, ids_b, poses_a, poses_b):
     poses_a = query_poses(poses_a, "poses_a", q, dtype, device)
     poses_b = query_poses(poses_b, "poses_b", q, dtype, device)
     if q and values_checked_here(ids_a):
-        m = len(lib)
+        m = num_meshes
         for name, ids in (("ids_a", ids_a), ("ids_b", ids_b)):
             if int(ids.min()) < 0 or int(ids.max()) >= m:
                 raise ValueError(f"{name}: mesh ids must lie in [0, {m}), got [{int(ids.min())}, {int(ids.max())}]")

@@ -30,10 +30,8 @@ from contactnet.ops._checks import (
     boundary_layer_widths,
     check_int,
     check_number,
-    mesh_ids,
     mesh_query_args,
-    query_poses,
-    values_checked_here,
+    pair_query_args,
 )
 
 load_extension()
@@ -130,7 +128,7 @@ def hulls_separated(hulls: ConvexHulls | MeshLibrary, ids_a, ids_b, poses_a: tor
     hulls: `ConvexHulls`, or a MeshLibrary (its cached `hulls`). GJK in float64 (C++ on the CPU,
     a CUDA thread per query), support points by hill climbing on each hull's vertex graph. The
     answer is one-sided: False means "not certified" (touching, overlapping, closer than min_gap,
-    undecided after max_iterations, or a mesh without volume), never "colliding". min_gap (>= 0)
+    undecided after max_iterations, or a mesh of fewer than four vertices), never "colliding". min_gap (>= 0)
     keeps the certificate clear of float32 rounding: a float32 library's vertices sit up to
     about 1e-7 relative from the float64 ones the hulls are built from.
     """
@@ -140,20 +138,10 @@ def hulls_separated(hulls: ConvexHulls | MeshLibrary, ids_a, ids_b, poses_a: tor
         raise TypeError(f"hulls: expected ConvexHulls or a MeshLibrary, got {type(hulls).__name__}")
     check_number(min_gap, "min_gap", inclusive=True)
     check_int(max_iterations, "max_iterations", 1)
-    device = hulls.vertices.device
-    ids_a, ids_b = mesh_ids(ids_a, "ids_a", device), mesh_ids(ids_b, "ids_b", device)
-    q = ids_a.shape[0]
-    if ids_b.shape[0] != q:
-        raise ValueError(f"ids_b has batch size {ids_b.shape[0]} but ids_a has {q}")
-    # Users' numpy poses are welcome; query_poses then casts to float64 once.
+    # Users' numpy poses are welcome; the checks then cast them to float64 once.
     poses_a, poses_b = (torch.as_tensor(p) if isinstance(p, np.ndarray) else p for p in (poses_a, poses_b))
-    poses_a = query_poses(poses_a, "poses_a", q, torch.float64, device)
-    poses_b = query_poses(poses_b, "poses_b", q, torch.float64, device)
-    if q and values_checked_here(ids_a):
-        m = len(hulls)
-        for name, ids in (("ids_a", ids_a), ("ids_b", ids_b)):
-            if int(ids.min()) < 0 or int(ids.max()) >= m:
-                raise ValueError(f"{name}: mesh ids must lie in [0, {m}), got [{int(ids.min())}, {int(ids.max())}]")
+    ids_a, ids_b, poses_a, poses_b = pair_query_args(len(hulls), hulls.vertices.device, torch.float64, ids_a, ids_b,
+                                                     poses_a, poses_b)
     return _ops.hulls_separated.default(*hulls, ids_a, ids_b, poses_a, poses_b, float(min_gap), int(max_iterations))
 
 

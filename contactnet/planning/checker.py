@@ -51,7 +51,7 @@ from contactnet.ops.mesh_query import hulls_separated
 from contactnet.planning.cost import collision_cost, learned_collision_cost
 from contactnet.planning.exact import exact_signed_distance
 from contactnet.planning.grid_probe import grid_distances
-from contactnet.planning.hybrid import defer
+from contactnet.planning.hybrid import defer, hybrid_verdict
 from contactnet.planning.pose_input import POSE_ORDER
 from contactnet.planning.world import CollisionWorld
 
@@ -258,7 +258,7 @@ class CollisionChecker(nn.Module):
         separated = hulls_separated(self.world.library, ia, ids_b, pa, poses_b).reshape(logit.shape)
         deferred = defer(logit, self.tau, separated)
         signed, hit = self._exact_at(deferred, ids_a, ids_b, poses_a, poses_b, float("nan"), per_a=per_a)
-        colliding = torch.where(deferred, hit, logit > 0) & ~separated
+        colliding = hybrid_verdict(logit, deferred, hit, separated)
         probability = torch.where(deferred | separated, colliding.to(logit.dtype), torch.sigmoid(logit))
         return colliding, probability, signed, deferred
 

@@ -39,11 +39,11 @@ def defer(logit: torch.Tensor, tau: float, separated: torch.Tensor | None = None
     return out
 
 
-def hybrid_verdict(logit: torch.Tensor, tau: float, exact: torch.Tensor,
+def hybrid_verdict(logit: torch.Tensor, deferred: torch.Tensor, exact: torch.Tensor,
                    separated: torch.Tensor | None = None) -> torch.Tensor:
-    """The hybrid's "colliding" (bool, logit's shape) given the exact verdicts `exact` where it
-    defers: False where the hulls are separated, `exact` where deferred, logit > 0 elsewhere."""
-    deferred = defer(logit, tau, separated)
+    """The hybrid's "colliding" (bool, logit's shape) given `deferred` (`defer`) and the exact
+    verdicts `exact` there: False where the hulls are separated, `exact` where deferred, logit > 0
+    elsewhere."""
     out = torch.where(deferred, exact, logit > 0)
     return out if separated is None else out & ~separated
 
@@ -148,8 +148,9 @@ def hybrid_summary(logits: torch.Tensor, labels: torch.Tensor, tau: float,
         raise ValueError(f"tau: expected a threshold >= 0, got {tau!r}")
     separated = _separated(separated, logits)
     learned = (logits > 0) == labels
-    hybrid = hybrid_verdict(logits, tau, labels, separated)
-    return {"deferred": float(defer(logits, tau, separated).double().mean()),
+    deferred = defer(logits, tau, separated)
+    hybrid = hybrid_verdict(logits, deferred, labels, separated)
+    return {"deferred": float(deferred.double().mean()),
             "certified": 0.0 if separated is None else float(separated.double().mean()),
             "accuracy": float((hybrid == labels).double().mean()),
             "balanced_accuracy": _balanced(hybrid == labels, labels),

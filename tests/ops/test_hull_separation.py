@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import trimesh
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
@@ -31,8 +32,6 @@ def _cloud_library(seed: int, scale: float):
     clouds = [rng.normal(size=(rng.integers(4, 40), 3)) * rng.uniform(0.2, 1.0, 3) * scale for _ in range(5)]
     meshes = []
     for c in clouds:
-        import trimesh
-
         h = trimesh.Trimesh(c).convex_hull
         meshes.append(Mesh(np.asarray(h.vertices), np.asarray(h.faces)))
     return clouds, MeshLibrary(meshes, dtype=torch.float64)
@@ -104,11 +103,13 @@ def test_edge_to_edge_vertex_to_face_tiny_nested_and_identical():
     for gap, expected in [(1e-4, True), (-1e-4, False)]:
         got = hulls_separated(lib, [0], [0], _at(0.0, quaternion=about_x), _at(0.0, both + gap, quaternion=about_z))
         assert bool(got) == expected, gap
-    # A corner of B (turned about two axes) against A's face.
-    corner = torch.tensor([math.cos(0.4), math.sin(0.4) * 0.6, math.sin(0.4) * 0.8, 0.0])
-    corner = tuple((corner / corner.norm()).tolist())
-    far = hulls_separated(lib, [0], [0], _at(0.0), _at(2.0, quaternion=corner))
-    assert bool(far)
+    # A corner of B against A's face: B turned so its corner (1, 1, 1)/2 points along -x.
+    a, b = torch.tensor([1.0, 1.0, 1.0]) / math.sqrt(3), torch.tensor([-1.0, 0.0, 0.0])
+    q = torch.cat([(1 + a @ b)[None], torch.linalg.cross(a, b)])
+    corner = tuple((q / q.norm()).tolist())
+    reach = 0.5 + math.sqrt(3) / 2
+    for gap, expected in [(1e-4, True), (-1e-4, False)]:
+        assert bool(hulls_separated(lib, [0], [0], _at(0.0), _at(reach + gap, quaternion=corner))) == expected, gap
     # Tiny boxes (0.1 mm) 10 µm apart, far from the origin; a small box inside a big one; the same pose.
     assert bool(hulls_separated(lib, [2], [2], _at(5.0), _at(5.0 + 1e-4 + 1e-5), min_gap=1e-7))
     assert not bool(hulls_separated(lib, [2], [2], _at(5.0), _at(5.0 + 1e-4 - 1e-6), min_gap=0.0))

@@ -245,7 +245,7 @@ def test_defer_checks_every_free_verdict_unless_the_hulls_are_apart():
     # Neither a logit of exactly 0 (at tau 0) nor a NaN one is ever kept as a verdict.
     assert defer(torch.tensor([0.0, math.nan, 0.5]), 0.0).tolist() == [True, True, False]
     exact = torch.tensor([False, True, True, False, False, False])
-    assert hybrid_verdict(logit, 1.0, exact, apart).tolist() == [False, True, True, False, False, False]
+    assert hybrid_verdict(logit, defer(logit, 1.0, apart), exact, apart).tolist() == [False, True, True, False, False, False]
     # A certified pair is free whatever its label says (a label within min_gap of touching):
     # choose_tau counts it against the budget, whatever tau.
     logits, labels = torch.tensor([-5.0, 2.0, 3.0]), torch.tensor([1, 1, 0])
