@@ -4,7 +4,7 @@ Hauser's 10-cube stack, with Newton iterations and contacts per step. Fidelity (
 min-|sd| at contacts next to MuJoCo) is its own command: `python -m benchmarks.paper_table2`.
 
     python -m benchmarks.stepper [--quick] [--envs 1 4 16 64] [--steps 20] [--scenes bowl stack]
-                                 [--threads N] [--out FILE] [--fixed-iterations N]
+                                 [--threads N] [--out FILE] [--fixed-iterations N] [--device cuda]
 
 --fixed-iterations N also times the fixed-iteration mode (N Newton iterations per step, no host
 syncs; the CUDA-graph-capturable flow) on the same scenes in the same run, next to the adaptive one.
@@ -14,6 +14,13 @@ then ours and MuJoCo (the same scenes, meshes colliding as convex hulls, one MjD
 environment in a loop) each time `--steps` steps in turn, `--rounds` times: figures are medians
 over the rounds and the ratio is the median of the rounds' ratios (its range in the JSON), so a
 machine whose speed drifts during the run shifts both sides of a round alike.
+
+--device cuda times ours on the GPU (the issue's GPU target: env-steps/s on the bowl at 4096
+environments), with no MuJoCo rows (it runs on the CPU, one environment at a time): the adaptive
+step, the fixed-iteration step (N = --fixed-iterations, 4 unless given) and that step captured once
+in a CUDA graph and replayed. Bowl environments beyond 64 reuse the first 64 seeds' objects
+(building thousands of procedural objects would take longer than the timing). `--quick` there
+means 64 and 1,024 environments.
 """
 
 import argparse
@@ -25,33 +32,75 @@ import torch
 from benchmarks.common import print_table, write_json
 from contactnet.sim import Stepper, scenes
 
-def build(name: str, envs: int):
+GPU_DISTINCT_BOWLS = 64
+
+
+def build(name: str, envs: int, distinct: int | None = None):
+    """The scenes of `envs` environments; bowls from `distinct` seeds (all different if None)."""
     if name == "bowl":
-        return [scenes.bowl_shake(seed=s) for s in range(envs)]
+        seeds = range(envs if distinct is None else min(envs, distinct))
+        bowls = [scenes.bowl_shake(seed=s) for s in seeds]
+        return [bowls[e % len(bowls)] for e in range(envs)]
     return [scenes.cube_stack(count=10)] * envs
 
 
 class Ours:
     """The stepper on a scene, warmed up; `run(steps)` times the next steps."""
 
-    def __init__(self, name: str, envs: int, dt: float, warm: int, fixed: int | None = None):
+    def __init__(self, name: str, envs: int, dt: float, warm: int, fixed: int | None = None, device: str = "cpu"):
         self.envs = envs
-        self.sim = Stepper(build(name, envs), dt=dt, on_failure="ignore", fixed_iterations=fixed)
+        distinct = GPU_DISTINCT_BOWLS if device != "cpu" else None
+        self.sim = Stepper(build(name, envs, distinct), dt=dt, on_failure="ignore", fixed_iterations=fixed,
+                           device=device)
         for _ in range(warm):
             self.sim.step()
 
     def run(self, steps: int) -> dict:
         iterations, contacts = 0, 0
+        synchronize(self.sim.q.device)
         start = time.perf_counter()
         for _ in range(steps):
             info = self.sim.step()
             assert bool((info.min_distance > 0).all()), "penetration"
             iterations += info.iterations
             contacts += float(info.contacts.double().mean())
+        synchronize(self.sim.q.device)
         elapsed = time.perf_counter() - start
         self.sim.validate()  # fixed mode: no candidate overflow, nothing non-finite
         return {"env_steps_per_s": self.envs * steps / elapsed, "newton_iterations": iterations / steps,
                 "contacts": contacts / steps}
+
+
+class Graphed(Ours):
+    """The fixed-iteration step captured once in a CUDA graph; `run(steps)` times its replays."""
+
+    def __init__(self, name: str, envs: int, dt: float, warm: int, fixed: int):
+        super().__init__(name, envs, dt, warm, fixed, "cuda")
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # library handles are made outside the capture
+            self.sim.step()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.info = self.sim.step()  # its tensors are rewritten by every replay
+
+    def run(self, steps: int) -> dict:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(steps):
+            self.graph.replay()
+        torch.cuda.synchronize()
+        elapsed = time.perf_counter() - start
+        assert bool((self.info.min_distance > 0).all()), "penetration"
+        self.sim.validate()
+        return {"env_steps_per_s": self.envs * steps / elapsed, "newton_iterations": float(self.info.iterations),
+                "contacts": float(self.info.contacts.double().mean())}
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 class Mujoco:
@@ -110,9 +159,13 @@ def main() -> None:
     parser.add_argument("--out", default=None)
     parser.add_argument("--fixed-iterations", type=int, default=None,
                         help="also time the fixed-iteration (host-sync-free) mode with N Newton iterations")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="cuda: ours on the GPU (adaptive, fixed-iteration and CUDA-graph rows), no MuJoCo")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.device == "cuda":
+        return gpu_main(args)
     if args.quick:
         args.envs, args.steps, args.rounds = [1, 4], 10, 2
     rows = []
@@ -149,6 +202,61 @@ def main() -> None:
                 + (["fixed_env_steps_per_s", "fixed_vs_adaptive"] if args.fixed_iterations else []))
     path = write_json("stepper", {"args": vars(args), "rows": rows}, args.out)
     print(f"\nwrote {path}")
+
+
+def gpu_main(args, device: str = "cuda") -> None:
+    """Ours on the GPU, the modes in turn each round; a mode that fails (say, out of memory) is
+    reported in its row with its error and the others still run."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device")
+    if args.quick:
+        args.envs, args.steps, args.rounds = [64, 1024], 10, 2
+    fixed = args.fixed_iterations or 4
+    modes = {"adaptive": lambda n, e, w: Ours(n, e, args.dt, w, None, device),
+             "fixed": lambda n, e, w: Ours(n, e, args.dt, w, fixed, device)}
+    if device == "cuda":
+        modes["graph"] = lambda n, e, w: Graphed(n, e, args.dt, w, fixed)
+    rows = []
+    for name, warm in (("bowl", 40), ("stack", 50)):
+        if name not in args.scenes:
+            continue
+        for envs in args.envs:
+            row = {"scene": name, "envs": envs, "fixed_iterations": fixed}
+            runners, results = {}, {}
+            for mode, make in modes.items():
+                start = time.perf_counter()
+                runners[mode] = attempt(row, mode, lambda: make(name, envs, warm))
+                row[f"{mode}_setup_s"] = round(time.perf_counter() - start, 1)
+            for _ in range(args.rounds):
+                for mode, runner in runners.items():
+                    if runner is not None and f"{mode}_error" not in row:
+                        results.setdefault(mode, []).append(attempt(row, mode, lambda: runner.run(args.steps)))
+            for mode, done in results.items():
+                done = [r for r in done if r is not None]
+                if done:
+                    row[f"{mode}_env_steps_per_s"] = median([r["env_steps_per_s"] for r in done])
+                    row[f"{mode}_newton_iterations"] = median([r["newton_iterations"] for r in done])
+                    row["contacts"] = median([r["contacts"] for r in done])
+            del runners
+            if device == "cuda":
+                torch.cuda.empty_cache()
+            rows.append(row)
+            print_table([row], list(row))
+            print(flush=True)
+    print_table(rows, ["scene", "envs", "adaptive_env_steps_per_s", "fixed_env_steps_per_s",
+                       "graph_env_steps_per_s", "adaptive_newton_iterations", "contacts"])
+    name = torch.cuda.get_device_name() if device == "cuda" else device
+    path = write_json("stepper", {"args": vars(args), "device": name, "rows": rows}, args.out)
+    print(f"\nwrote {path}")
+
+
+def attempt(row: dict, mode: str, fn):
+    """fn(), or None with the error recorded in the row as f"{mode}_error"."""
+    try:
+        return fn()
+    except Exception as error:  # noqa: BLE001 - reported in the row; the other modes still run
+        row[f"{mode}_error"] = f"{type(error).__name__}: {str(error)[:300]}"
+        return None
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import torch
 
 from contactnet.geometry.poses import unit_quaternion_poses
 from contactnet.ops import ipc
+from contactnet.ops.ipc.cholesky import cholesky_factor_solve
 from contactnet.sim import contact_search
 from contactnet.sim.packed import PackedScene, checked_script_poses
 
@@ -208,7 +209,7 @@ class FixedShape(StepMode):
             use = (info != 0) & (info2 == 0)
             L = torch.where(use[:, None, None], L2, L)
             info = torch.where(use, 0, info)
-        dq = -torch.cholesky_solve(grad[..., None], L)[..., 0]
+        dq = -cholesky_factor_solve(L, grad)
         finite_input = torch.isfinite(grad).all(1) & torch.isfinite(H).all((1, 2))
         return torch.where(((info == 0) | ~finite_input)[:, None], dq, 0.0), info == 0
 

@@ -121,7 +121,7 @@ class Stepper:
         self.tolerance, self.max_iterations, self.fixed_iterations = float(tolerance), max_iterations, fixed_iterations
         self.on_failure = on_failure
         self.line_search_steps = line_search_steps
-        self.device = torch.device(device)
+        self.device = torch.empty(0, device=device).device  # "cuda" -> cuda:0, as the state's tensors report it
         self.dtype = torch.float64
         self.gravity = torch.as_tensor(gravity, dtype=self.dtype, device=self.device)
         check_float_tensor(self.gravity, "gravity", (3,))

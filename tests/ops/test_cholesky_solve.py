@@ -66,3 +66,14 @@ def test_cholesky_solve_float32_and_bad_arguments():
         ipc.cholesky_solve(H, g.double(), z)
     with pytest.raises(ValueError, match="contiguous"):
         ipc.cholesky_solve(H.mT, g, z)
+
+
+def test_the_factor_solve_the_gpu_path_uses_matches_torch_cholesky_solve():
+    # The GPU path solves with two triangular solves (capturable in a CUDA graph); same answer.
+    from contactnet.ops.ipc.cholesky import cholesky_factor_solve
+
+    H = spd(6, 48, seed=5, cond=1e6)
+    g = torch.randn(6, 48, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    L = torch.linalg.cholesky(H)
+    want = torch.cholesky_solve(g[..., None], L)[..., 0]
+    torch.testing.assert_close(cholesky_factor_solve(L, g), want, rtol=1e-10, atol=0)

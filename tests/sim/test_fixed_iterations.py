@@ -141,10 +141,13 @@ def test_non_finite_state_is_reported_by_validate_and_not_committed():
         sim.validate()
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_a_fixed_step_captured_in_a_cuda_graph_replays_like_eager_steps():
-    eager = Stepper([two_cubes(), cube_on_ground()], fixed_iterations=4, device="cuda")
-    graphed = Stepper([two_cubes(), cube_on_ground()], fixed_iterations=4, device="cuda", kappa=eager.kappa)
+@pytest.mark.parametrize("pairs", [1, 32])  # 64 environments: batched solves take other library paths
+def test_a_fixed_step_captured_in_a_cuda_graph_replays_like_eager_steps(pairs):
+    # device="cuda" as users write it (the state check once compared it with cuda:0 and refused).
+    eager = Stepper([two_cubes(), cube_on_ground()] * pairs, fixed_iterations=4, device="cuda")
+    graphed = Stepper([two_cubes(), cube_on_ground()] * pairs, fixed_iterations=4, device="cuda", kappa=eager.kappa)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):  # warm-up (library handles) outside the capture

@@ -67,7 +67,13 @@ def mesh_edges(faces: torch.Tensor) -> torch.Tensor:
         check_index_values(faces, "faces", None)
     e = torch.cat([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]], dim=0)
     e = torch.sort(e, dim=1).values
-    return torch.unique(e, dim=0).contiguous()
+    if e.shape[0] == 0:
+        return e.contiguous()
+    # One int64 key per edge: a 1-D unique is ~50x faster than unique(dim=0) on a packed scene of
+    # thousands of environments, and sorting the keys sorts the edges lexicographically.
+    n = int(e.max()) + 1
+    keys = torch.unique(e[:, 0] * n + e[:, 1])
+    return torch.stack([keys // n, keys % n], dim=1)
 
 
 def candidate_stencils(faces: torch.Tensor, edges: torch.Tensor, candidates: Candidates) -> torch.Tensor:

@@ -37,8 +37,18 @@ def cholesky_solve(hessian: torch.Tensor, gradient: torch.Tensor,
     shifted = hessian + shift[:, None, None] * torch.eye(n, dtype=hessian.dtype, device=hessian.device)
     L, info = torch.linalg.cholesky_ex(shifted)
     ok = info == 0
-    x = torch.cholesky_solve(gradient[..., None], L)[..., 0]
+    x = cholesky_factor_solve(L, gradient)
     return torch.where(ok[:, None], x, float("nan")), ok
+
+
+def cholesky_factor_solve(L: torch.Tensor, gradient: torch.Tensor) -> torch.Tensor:
+    """x (E, n) with L Lᵀ x = g, from the lower factors L (E, n, n).
+
+    Two triangular solves rather than torch.cholesky_solve: on a GPU that one runs batches through
+    MAGMA, which allocates device memory inside the call and so breaks CUDA-graph capture of a
+    fixed-iteration step (seen on an H200 with 64 bowl environments)."""
+    y = torch.linalg.solve_triangular(L, gradient[..., None], upper=False)
+    return torch.linalg.solve_triangular(L.transpose(-1, -2), y, upper=True)[..., 0]
 
 
 @torch.library.register_fake("contactnet::ipc_cholesky_solve")
