@@ -22,9 +22,9 @@ from typing import NamedTuple
 import torch
 
 from contactnet.ops import ipc
-from contactnet.sim.packed import PackedScene
+from contactnet.sim.packed import ABSENT, PackedScene
 
-__all__ = ["NeighbourList", "PaddedSearch", "body_search", "candidate_distances", "displacement_bound", "search",
+__all__ = ["NeighbourList", "PaddedSearch", "body_search", "candidate_distances", "displacement_bound", "relative_displacement_bound", "search",
            "search_all_primitives", "search_padded", "search_padded_all_primitives"]
 
 
@@ -176,6 +176,18 @@ def displacement_bound(scene: PackedScene, dq: torch.Tensor) -> torch.Tensor:
     return (dq[..., :3].norm(dim=-1) + dq[..., 3:].norm(dim=-1) * scene.radius).amax(1)
 
 
+def relative_displacement_bound(scene: PackedScene, dq: torch.Tensor) -> torch.Tensor:
+    """(E,) bound on how far any point of an environment's bodies moves under dq (E, B, 12)
+    relative to one translation shared by the environment's bodies, static ones included (the
+    middle of their translations' box): distances within an environment change by at most twice
+    this. Objects carried along by a shaken bowl barely move relative to it, though all move far."""
+    present = (scene.kind != ABSENT)[..., None]
+    dp = dq[..., :3]
+    shared = 0.5 * (torch.where(present, dp, float("inf")).amin(1) + torch.where(present, dp, -float("inf")).amax(1))
+    bound = (dp - shared[:, None]).norm(dim=-1) + dq[..., 3:].norm(dim=-1) * scene.radius
+    return torch.where(present[..., 0], bound, 0.0).amax(1)
+
+
 class _ListBase(NamedTuple):
     q: torch.Tensor  # (E, B, 12) the state the list was built at
     reach: float
@@ -194,7 +206,9 @@ class NeighbourList:
     the contacts. A query that leaves the margin searches again at its start, with m the larger
     of reach and twice its own move (the Newton iterations after a step's first move less); a
     move longer than max_margin · reach / 2 (a fast body, an impact) is searched on its own, so the
-    lists stay short.
+    lists stay short. Moves are measured relative to a translation shared by each environment's
+    bodies (`relative_displacement_bound`): a common translation changes no distance, so a
+    shaken bowl and what it carries keep their list.
 
     Same pairs within reach as `search`; a superset only of the pairs that never come within reach,
     which CCD and the potential ignore (CCD's conservative stop may differ for those, safely)."""
@@ -207,7 +221,7 @@ class NeighbourList:
         """`search(...)` pruned to the pairs that may come within reach on x0 → x1 (or at x0)."""
         env = torch.ones(scene.num_envs, dtype=torch.bool, device=x0.device) if active is None else active
         if not self._covers(scene, reach, q0, q1, env):
-            move = displacement_bound(scene, q1 - q0)[env] if q1 is not None else None
+            move = relative_displacement_bound(scene, q1 - q0)[env] if q1 is not None else None
             move = float(move.max()) if move is not None and move.numel() else 0.0
             if move > self.max_margin * reach / 2:  # a long move (a step's first): search it alone
                 found = search(scene, x0, x1, reach, q0, q1, active)
@@ -228,7 +242,8 @@ class NeighbourList:
         if base is None or base.reach != reach or not bool((base.envs | ~env).all()):
             return False
         for q in (q0, q1):
-            if q is not None and not bool(((displacement_bound(scene, q - base.q) <= base.margin) | ~env).all()):
+            if q is not None and not bool(((relative_displacement_bound(scene, q - base.q) <= base.margin)
+                                           | ~env).all()):
                 return False
         return True
 

@@ -231,7 +231,7 @@ def test_neighbour_list_holds_every_pair_within_reach(monkeypatch):
     q0 = sim.q
     for move, active in [(0.0, None), (0.3, None), (0.5, torch.tensor([True, False])), (1.5, None), (10.0, None)]:
         d = torch.randn(q0.shape, generator=g, dtype=q0.dtype) * sim.free_dof[..., None]
-        q1 = q0 + d * (move * reach / float(contact_search.displacement_bound(P, d).max()))
+        q1 = q0 + d * (move * reach / float(contact_search.relative_displacement_bound(P, d).max()))
         x0, x1 = sim.positions(q0), sim.positions(q1)
         swept = move > 0
         got = lists.query(P, x0, x1 if swept else None, reach, q0, q1 if swept else None, active)
@@ -250,6 +250,49 @@ def test_neighbour_list_holds_every_pair_within_reach(monkeypatch):
     # (the latter for one environment); 1.5 leaves the margin and rebuilds with margin 3; 10
     # searches alone
     assert searches == pytest.approx([3 * reach, 7 * reach, reach])
+
+
+def test_neighbour_list_follows_a_translation_shared_by_the_environment(monkeypatch):
+    """A translation shared by every body of an environment changes no distance: a list built
+    before it serves the queries after it (no new search, however far), and they still hold every
+    pair within reach. The relative bound never exceeds the absolute one."""
+    from contactnet.sim import contact_search
+
+    scene = Scene()
+    cube = box_mesh((0.05, 0.05, 0.05))
+    scene.add_body(cube, pose=[0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    scene.add_body(cube, pose=[0.01, 0.0, 0.0505, 1.0, 0.0, 0.0, 0.0])  # 0.5 mm above the first
+    sim = Stepper(scene)
+    P, reach = sim.packed, sim.dhat
+    searches = []
+    real_search = contact_search.search
+    monkeypatch.setattr(contact_search, "search", lambda *a, **k: searches.append(a[3]) or real_search(*a, **k))
+    lists = contact_search.NeighbourList()
+    q0 = sim.q
+    g = torch.Generator().manual_seed(0)
+    jitter = torch.randn(q0.shape, generator=g, dtype=q0.dtype)
+    jitter *= 0.2 * reach / float(contact_search.displacement_bound(P, jitter).max())
+    q1 = q0 + jitter
+    q1[..., :3] += torch.tensor([0.03, -0.02, 0.05], dtype=q0.dtype)  # 30-50 times reach
+    x0, x1 = sim.positions(q0), sim.positions(q1)
+    lists.query(P, x0, None, reach, q0)
+    for xa, xb, qa, qb in [(x0, x1, q0, q1), (x1, None, q1, None)]:
+        got = lists.query(P, xa, xb, reach, qa, qb)
+        want = ipc.prune_candidates(xa, P.faces, P.edges, real_search(P, xa, xb, reach, qa, qb), reach,
+                                    vertices_t1=xb)
+        near = [_pair_distances(x, P.faces, P.edges, want) < reach**2 for x in (xa, xb) if x is not None]
+        needed = near[0] | near[-1]
+        nfv = want.face_vertex.shape[0]
+        got_rows = [{tuple(r) for r in t.tolist()} for t in got]
+        for kind, rows in enumerate(want):
+            mask = needed[:nfv] if kind == 0 else needed[nfv:]
+            assert {tuple(r) for r in rows[mask].tolist()} <= got_rows[kind]
+        assert bool(needed.any())
+    assert searches == pytest.approx([3 * reach])  # the list's one search, at q0
+    for _ in range(20):
+        dq = torch.randn(q0.shape, generator=g, dtype=q0.dtype)
+        assert bool((contact_search.relative_displacement_bound(P, dq)
+                     <= contact_search.displacement_bound(P, dq) * (1 + 1e-12)).all())
 
 
 def contact_forces_reference(sim: Stepper, x, x_t, cand, lag):
