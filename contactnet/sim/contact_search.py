@@ -173,19 +173,21 @@ def search_padded_all_primitives(scene: PackedScene, x0: torch.Tensor, x1: torch
 def displacement_bound(scene: PackedScene, dq: torch.Tensor) -> torch.Tensor:
     """(E,) bound on how far any point of an environment's bodies moves under the state change dq
     (E, B, 12): |Δp| + ‖ΔA‖_F · radius per body (x = A x0 + p, |x0| ≤ radius)."""
-    return (dq[..., :3].norm(dim=-1) + dq[..., 3:].norm(dim=-1) * scene.radius).amax(1)
+    norm = torch.linalg.vector_norm  # not Tensor.norm: its Python dispatch costs more than the math here
+    return (norm(dq[..., :3], dim=-1) + norm(dq[..., 3:], dim=-1) * scene.radius).amax(-1)
 
 
 def relative_displacement_bound(scene: PackedScene, dq: torch.Tensor) -> torch.Tensor:
-    """(E,) bound on how far any point of an environment's bodies moves under dq (E, B, 12)
+    """(..., E) bound on how far any point of an environment's bodies moves under dq (..., E, B, 12)
     relative to one translation shared by the environment's bodies, static ones included (the
     middle of their translations' box): distances within an environment change by at most twice
     this. Objects carried along by a shaken bowl barely move relative to it, though all move far."""
     present = (scene.kind != ABSENT)[..., None]
     dp = dq[..., :3]
-    shared = 0.5 * (torch.where(present, dp, float("inf")).amin(1) + torch.where(present, dp, -float("inf")).amax(1))
-    bound = (dp - shared[:, None]).norm(dim=-1) + dq[..., 3:].norm(dim=-1) * scene.radius
-    return torch.where(present[..., 0], bound, 0.0).amax(1)
+    shared = 0.5 * (torch.where(present, dp, float("inf")).amin(-2) + torch.where(present, dp, -float("inf")).amax(-2))
+    norm = torch.linalg.vector_norm
+    bound = norm(dp - shared.unsqueeze(-2), dim=-1) + norm(dq[..., 3:], dim=-1) * scene.radius
+    return torch.where(present[..., 0], bound, 0.0).amax(-1)
 
 
 class _ListBase(NamedTuple):
@@ -241,11 +243,8 @@ class NeighbourList:
         base = self.base
         if base is None or base.reach != reach or not bool((base.envs | ~env).all()):
             return False
-        for q in (q0, q1):
-            if q is not None and not bool(((relative_displacement_bound(scene, q - base.q) <= base.margin)
-                                           | ~env).all()):
-                return False
-        return True
+        dq = (q0 if q1 is None else torch.stack([q0, q1])) - base.q  # both ends in one bound
+        return bool(((relative_displacement_bound(scene, dq) <= base.margin) | ~env).all())
 
 
 def candidate_distances(scene: PackedScene, x: torch.Tensor, cand: ipc.Candidates) -> torch.Tensor:
