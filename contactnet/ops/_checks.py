@@ -31,6 +31,7 @@ import math
 import threading
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from contactnet.geometry.mesh import MeshLibrary
@@ -255,7 +256,10 @@ def mesh_ids(ids, name: str, device) -> torch.Tensor:
 def float_rows(x, name: str, q: int, width: int, meaning: str, batch_name: str, dtype, device) -> torch.Tensor:
     """(q, width) float rows as a contiguous tensor of the library's `dtype` on its `device`: the
     other float dtype is cast once; a well-formed tensor passes through with no copy. `meaning`
-    describes a row in the shape error; `batch_name` is the argument that fixed q."""
+    describes a row in the shape error; `batch_name` is the argument that fixed q. A numpy array
+    (what users' poses and points often are) is taken as a tensor on `device` first."""
+    if isinstance(x, np.ndarray):
+        x = torch.as_tensor(x, device=device)
     if not (type(x) is torch.Tensor and x.dtype == dtype and x.device == device and x.shape == (q, width)):
         check_tensor(x, name)
         if x.dim() == 2 and x.shape[0] != q:

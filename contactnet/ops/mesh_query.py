@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
 import torch
 
 from contactnet._extension import load_extension
@@ -138,8 +137,6 @@ def hulls_separated(hulls: ConvexHulls | MeshLibrary, ids_a, ids_b, poses_a: tor
         raise TypeError(f"hulls: expected ConvexHulls or a MeshLibrary, got {type(hulls).__name__}")
     check_number(min_gap, "min_gap", inclusive=True)
     check_int(max_iterations, "max_iterations", 1)
-    # Users' numpy poses are welcome; the checks then cast them to float64 once.
-    poses_a, poses_b = (torch.as_tensor(p) if isinstance(p, np.ndarray) else p for p in (poses_a, poses_b))
     ids_a, ids_b, poses_a, poses_b = pair_query_args(len(hulls), hulls.vertices.device, torch.float64, ids_a, ids_b,
                                                      poses_a, poses_b)
     return _ops.hulls_separated.default(*hulls, ids_a, ids_b, poses_a, poses_b, float(min_gap), int(max_iterations))

@@ -223,6 +223,34 @@ def test_poses_of_the_other_float_dtype_are_cast_to_the_library(spheres, lib_dty
         mesh_distance(lib, ids_a, ids_b, pa.long(), pb)
 
 
+def test_numpy_poses_points_and_int32_ids_give_the_tensors_answers(spheres, device):
+    # What users hold (numpy arrays, float32 or float64, int32 ids) is converted once at the boundary.
+    import numpy as np
+
+    from contactnet.ops import hulls_separated, point_mesh_distance
+
+    lib = MeshLibrary(spheres, dtype=torch.float64, device=device)
+    pa, pb = random_poses(16, 0.06, seed=1, dtype=torch.float64), random_poses(16, 0.06, seed=2, dtype=torch.float64)
+    ids_a, ids_b = torch.zeros(16, dtype=torch.int64), torch.ones(16, dtype=torch.int64)
+    na, nb = np.zeros(16, dtype=np.int32), np.ones(16, dtype=np.int32)
+    for f in (mesh_distance, mesh_collide, hulls_separated):
+        want = f(lib, ids_a.to(device), ids_b.to(device), pa.to(device), pb.to(device))
+        for cast in (np.float64, np.float32):
+            got = f(lib, na, nb, pa.numpy().astype(cast), pb.numpy().astype(cast))
+            for a, b in zip(_flat(want), _flat(got), strict=True):
+                if cast is np.float64:
+                    assert torch.equal(a.nan_to_num(0.5), b.nan_to_num(0.5)), f.__name__
+                else:
+                    assert b.device == a.device and b.dtype == a.dtype, f.__name__
+    points = torch.randn(16, 3, dtype=torch.float64) * 0.05
+    want = point_mesh_distance(lib, ids_a.to(device), points.to(device))
+    got = point_mesh_distance(lib, na, points.numpy())
+    for a, b in zip(_flat(want), _flat(got), strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(TypeError, match="poses_a: expected dtype float32 or float64"):
+        mesh_distance(lib, na, nb, np.zeros((16, 7), dtype=np.int64), pb.numpy())
+
+
 def test_well_formed_poses_are_not_copied_nor_read_on_the_cpu(spheres):
     lib = MeshLibrary(spheres)
     pa, pb = random_poses(8, 0.06, seed=1, dtype=torch.float32), random_poses(8, 0.06, seed=2, dtype=torch.float32)
