@@ -190,61 +190,84 @@ def relative_displacement_bound(scene: PackedScene, dq: torch.Tensor) -> torch.T
     return torch.where(present[..., 0], bound, 0.0).amax(-1)
 
 
-class _ListBase(NamedTuple):
-    q: torch.Tensor  # (E, B, 12) the state the list was built at
-    reach: float
-    margin: float  # m (less 1e-9 relative, against rounding in the bounds)
-    envs: torch.Tensor  # (E,) bool, the environments searched
-    pairs: ipc.Candidates  # exact pairs closer than reach + 2m at q
-
-
 class NeighbourList:
-    """Verlet lists for the adaptive stepper: the pairs closer than reach + 2m at a base state
-    (a broad-phase search, then the exact distances), reused by every query, static or swept,
-    whose states all stay within m of the base. A point moves by at most m from its base position
-    (`displacement_bound`; on a segment by at most the larger of its endpoints'), so a pair at
-    least reach + 2m apart at the base stays at least reach apart: the pairs the query needs are
-    all in the list, and pruning it to the query (`ipc.prune_candidates`) costs in proportion to
-    the contacts. A query that leaves the margin searches again at its start, with m the larger
-    of reach and twice its own move (the Newton iterations after a step's first move less); a
-    move longer than max_margin · reach / 2 (a fast body, an impact) is searched on its own, so the
-    lists stay short. Moves are measured relative to a translation shared by each environment's
-    bodies (`relative_displacement_bound`): a common translation changes no distance, so a
-    shaken bowl and what it carries keep their list.
+    """Verlet lists for the adaptive stepper: per environment, the pairs closer than reach + 2m at
+    a base state (a broad-phase search, then the exact distances), reused by every query, static
+    or swept, whose states all stay within m of that base. A point moves by at most m from its
+    base position relative to a translation shared by its environment's bodies
+    (`relative_displacement_bound`; on a segment by at most the larger of its endpoints'), and a
+    shared translation changes no distance, so a pair at least reach + 2m apart at the base stays
+    at least reach apart: the pairs the query needs are all in the list, and pruning it to the
+    query (`ipc.prune_candidates`) costs in proportion to the contacts. The environments a query
+    takes out of their margins are searched again at its start, alone (the others keep their
+    lists: with many environments one of them always moves), with m the larger of reach and twice
+    their move; those whose move is longer than max_margin · reach / 2 (a fast body, a step's
+    first move) are searched swept on their own, so the lists stay short.
 
     Same pairs within reach as `search`; a superset only of the pairs that never come within reach,
     which CCD and the potential ignore (CCD's conservative stop may differ for those, safely)."""
 
     def __init__(self, max_margin: float = 4.0):
         self.max_margin = max_margin  # in units of reach
-        self.base: _ListBase | None = None
+        self.reach: float | None = None
+        self.q: torch.Tensor | None = None  # (E, B, 12) each environment's base state
+        self.margin: torch.Tensor | None = None  # (E,) its m (less 1e-9 relative, for rounding); -1: no list
+        self.pairs: ipc.Candidates | None = None  # every pair closer than reach + 2m at the bases
+        self.pair_env: tuple[torch.Tensor, torch.Tensor] | None = None  # environment of each fv, ee row
 
     def query(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None, active=None) -> ipc.Candidates:
         """`search(...)` pruned to the pairs that may come within reach on x0 → x1 (or at x0)."""
         env = torch.ones(scene.num_envs, dtype=torch.bool, device=x0.device) if active is None else active
-        if not self._covers(scene, reach, q0, q1, env):
-            move = relative_displacement_bound(scene, q1 - q0)[env] if q1 is not None else None
-            move = float(move.max()) if move is not None and move.numel() else 0.0
-            if move > self.max_margin * reach / 2:  # a long move (a step's first): search it alone
-                found = search(scene, x0, x1, reach, q0, q1, active)
-                return ipc.prune_candidates(x0, scene.faces, scene.edges, found, reach, vertices_t1=x1)
-            margin = max(reach, 2 * move)
-            # A search at one configuration keeps exactly the pairs closer than its reach (the
-            # broad phase's exact filter, on positions shifted into the environments' slots: a
-            # rounding difference, which the margin's 1e-9 covers): no pruning to do.
-            pairs = search(scene, x0, None, reach + 2 * margin, q0, None, active)
-            self.base = _ListBase(q0.clone(), reach, margin * (1 - 1e-9), env.clone(), pairs)
-        pairs = self.base.pairs if bool(env.all()) else _in_envs(scene, self.base.pairs, env)
+        if self.reach != reach:
+            self._reset(scene, q0, reach)
+        dq = (q0 if q1 is None else torch.stack([q0, q1])) - self.q  # both ends in one bound
+        bound = relative_displacement_bound(scene, dq)
+        stale = env & ~((bound if q1 is None else bound.amax(0)) <= self.margin)
+        alone = None
+        if bool(stale.any()):
+            move = relative_displacement_bound(scene, q1 - q0) if q1 is not None else torch.zeros_like(self.margin)
+            alone = stale & (move > self.max_margin * reach / 2)
+            rebuild = stale & ~alone
+            if bool(rebuild.any()):
+                margin = max(reach, 2 * float(move[rebuild].max()))
+                # A search at one configuration keeps exactly the pairs closer than its reach (the
+                # broad phase's exact filter, on positions shifted into the environments' slots:
+                # a rounding difference, which the margin's 1e-9 covers): no pruning to do.
+                found = search(scene, x0, None, reach + 2 * margin, q0, None, rebuild)
+                self._replace(scene, rebuild, q0, margin * (1 - 1e-9), found)
+            if not bool(alone.any()):
+                alone = None
+        pairs = self._pairs_in(env if alone is None else env & ~alone)
+        if alone is not None:
+            fv, ee = search(scene, x0, x1, reach, q0, q1, alone)
+            pairs = ipc.Candidates(torch.cat([pairs.face_vertex, fv]), torch.cat([pairs.edge_edge, ee]))
         return ipc.prune_candidates(x0, scene.faces, scene.edges, pairs, reach, vertices_t1=x1)
 
-    def _covers(self, scene: PackedScene, reach: float, q0, q1, env) -> bool:
-        """Whether the list holds every pair the query needs: same reach, its environments, and
-        every state of the query within the margin of the base."""
-        base = self.base
-        if base is None or base.reach != reach or not bool((base.envs | ~env).all()):
-            return False
-        dq = (q0 if q1 is None else torch.stack([q0, q1])) - base.q  # both ends in one bound
-        return bool(((relative_displacement_bound(scene, dq) <= base.margin) | ~env).all())
+    def _reset(self, scene: PackedScene, q0, reach: float) -> None:
+        none = torch.zeros(0, 2, dtype=torch.int64, device=q0.device)
+        self.reach, self.q = reach, q0.clone()
+        self.margin = torch.full((scene.num_envs,), -1.0, dtype=q0.dtype, device=q0.device)
+        self.pairs = ipc.Candidates(none, none)
+        self.pair_env = (none[:, 0], none[:, 0])
+
+    def _replace(self, scene: PackedScene, envs, q0, margin: float, found: ipc.Candidates) -> None:
+        """The lists of environments `envs` (E,) bool: `found`, at base q0 with margin m."""
+        fv, ee = found
+        env_fv, env_ee = scene.vertex_env[fv[:, 0]], scene.vertex_env[scene.edges[ee[:, 0], 0]]
+        if not bool(envs.all()):  # the other environments keep theirs
+            keep_fv, keep_ee = ~envs[self.pair_env[0]], ~envs[self.pair_env[1]]
+            fv, ee = torch.cat([self.pairs.face_vertex[keep_fv], fv]), torch.cat([self.pairs.edge_edge[keep_ee], ee])
+            env_fv, env_ee = torch.cat([self.pair_env[0][keep_fv], env_fv]), torch.cat([self.pair_env[1][keep_ee], env_ee])
+        self.pairs, self.pair_env = ipc.Candidates(fv.contiguous(), ee.contiguous()), (env_fv, env_ee)
+        self.q = torch.where(envs[:, None, None], q0, self.q)
+        self.margin = torch.where(envs, margin, self.margin)
+
+    def _pairs_in(self, envs) -> ipc.Candidates:
+        """The listed pairs of environments `envs` (E,) bool."""
+        if bool(envs.all()):
+            return self.pairs
+        fv, ee = self.pairs
+        return ipc.Candidates(fv[envs[self.pair_env[0]]], ee[envs[self.pair_env[1]]])
 
 
 def candidate_distances(scene: PackedScene, x: torch.Tensor, cand: ipc.Candidates) -> torch.Tensor:

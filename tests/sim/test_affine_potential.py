@@ -252,6 +252,33 @@ def test_neighbour_list_holds_every_pair_within_reach(monkeypatch):
     assert searches == pytest.approx([3 * reach, 7 * reach, reach])
 
 
+def test_neighbour_list_searches_again_only_the_environments_that_leave_their_margins(monkeypatch):
+    from contactnet.sim import contact_search
+
+    sim = Stepper([tilted_stack(0.02), tilted_stack(0.05)], mu=0.4)
+    for _ in range(3):
+        sim.step()
+    P, reach = sim.packed, sim.dhat
+    calls = []
+    real_search = contact_search.search
+    monkeypatch.setattr(contact_search, "search",
+                        lambda *a, **k: calls.append((a[3], a[6].tolist())) or real_search(*a, **k))
+    lists = contact_search.NeighbourList()
+    q0 = sim.q
+    d = torch.randn(q0.shape, generator=torch.Generator().manual_seed(5), dtype=q0.dtype) * sim.free_dof[..., None]
+    d[0] = 0.0  # environment 0 stays
+    q1 = q0 + d * (1.5 * reach / float(contact_search.relative_displacement_bound(P, d).max()))
+    lists.query(P, sim.positions(q0), None, reach, q0)
+    x1 = sim.positions(q1)
+    got = lists.query(P, x1, None, reach, q1)
+    want = ipc.prune_candidates(x1, P.faces, P.edges, real_search(P, x1, None, reach, q1), reach)
+    for rows, got_rows in zip(want, got, strict=True):
+        assert {tuple(r) for r in rows.tolist()} <= {tuple(r) for r in got_rows.tolist()}
+    assert want.count > 0
+    lists.query(P, x1, None, reach, q1, active=torch.tensor([True, False]))
+    assert calls == [(pytest.approx(3 * reach), [True, True]), (pytest.approx(3 * reach), [False, True])]
+
+
 def test_neighbour_list_follows_a_translation_shared_by_the_environment(monkeypatch):
     """A translation shared by every body of an environment changes no distance: a list built
     before it serves the queries after it (no new search, however far), and they still hold every
