@@ -212,8 +212,11 @@ class NeighbourList:
         self.reach: float | None = None
         self.q: torch.Tensor | None = None  # (E, B, 12) each environment's base state
         self.margin: torch.Tensor | None = None  # (E,) its m (less 1e-9 relative, for rounding); -1: no list
-        self.pairs: ipc.Candidates | None = None  # every pair closer than reach + 2m at the bases
-        self.pair_env: tuple[torch.Tensor, torch.Tensor] | None = None  # environment of each fv, ee row
+        # Each environment's pairs closer than reach + 2m at its base, face–vertex and edge–edge,
+        # one tensor each: the iterating environments' lists are then one cat.
+        self.fv: list[torch.Tensor] = []
+        self.ee: list[torch.Tensor] = []
+        self._all: ipc.Candidates | None = None  # every environment's, concatenated
 
     def query(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None, active=None) -> ipc.Candidates:
         """`search(...)` pruned to the pairs that may come within reach on x0 → x1 (or at x0)."""
@@ -244,30 +247,38 @@ class NeighbourList:
         return ipc.prune_candidates(x0, scene.faces, scene.edges, pairs, reach, vertices_t1=x1)
 
     def _reset(self, scene: PackedScene, q0, reach: float) -> None:
-        none = torch.zeros(0, 2, dtype=torch.int64, device=q0.device)
         self.reach, self.q = reach, q0.clone()
         self.margin = torch.full((scene.num_envs,), -1.0, dtype=q0.dtype, device=q0.device)
-        self.pairs = ipc.Candidates(none, none)
-        self.pair_env = (none[:, 0], none[:, 0])
+        none = torch.zeros(0, 2, dtype=torch.int64, device=q0.device)
+        self.fv, self.ee = [none] * scene.num_envs, [none] * scene.num_envs
+        self._all = None
 
     def _replace(self, scene: PackedScene, envs, q0, margin: float, found: ipc.Candidates) -> None:
         """The lists of environments `envs` (E,) bool: `found`, at base q0 with margin m."""
         fv, ee = found
-        env_fv, env_ee = scene.vertex_env[fv[:, 0]], scene.vertex_env[scene.edges[ee[:, 0], 0]]
-        if not bool(envs.all()):  # the other environments keep theirs
-            keep_fv, keep_ee = ~envs[self.pair_env[0]], ~envs[self.pair_env[1]]
-            fv, ee = torch.cat([self.pairs.face_vertex[keep_fv], fv]), torch.cat([self.pairs.edge_edge[keep_ee], ee])
-            env_fv, env_ee = torch.cat([self.pair_env[0][keep_fv], env_fv]), torch.cat([self.pair_env[1][keep_ee], env_ee])
-        self.pairs, self.pair_env = ipc.Candidates(fv.contiguous(), ee.contiguous()), (env_fv, env_ee)
+        rebuilt = envs.nonzero().flatten().tolist()
+        for rows, env_of, lists in ((fv, scene.vertex_env[fv[:, 0]], self.fv),
+                                    (ee, scene.vertex_env[scene.edges[ee[:, 0], 0]], self.ee)):
+            counts = torch.bincount(env_of, minlength=scene.num_envs).tolist()
+            per_env = torch.split(rows[torch.argsort(env_of, stable=True)], counts)  # search order kept
+            for e in rebuilt:
+                lists[e] = per_env[e]
+        self._all = None
         self.q = torch.where(envs[:, None, None], q0, self.q)
         self.margin = torch.where(envs, margin, self.margin)
 
     def _pairs_in(self, envs) -> ipc.Candidates:
         """The listed pairs of environments `envs` (E,) bool."""
         if bool(envs.all()):
-            return self.pairs
-        fv, ee = self.pairs
-        return ipc.Candidates(fv[envs[self.pair_env[0]]], ee[envs[self.pair_env[1]]])
+            if self._all is None:
+                self._all = self._cat(range(len(self.fv)))
+            return self._all
+        return self._cat(envs.nonzero().flatten().tolist())
+
+    def _cat(self, envs) -> ipc.Candidates:
+        none = self.fv[0][:0]
+        return ipc.Candidates(torch.cat([none, *(self.fv[e] for e in envs)]),
+                              torch.cat([none, *(self.ee[e] for e in envs)]))
 
 
 def candidate_distances(scene: PackedScene, x: torch.Tensor, cand: ipc.Candidates) -> torch.Tensor:
