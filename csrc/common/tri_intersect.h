@@ -53,7 +53,9 @@ CN_HD T orient3d(const Vec3<T>& a, const Vec3<T>& b, const Vec3<T>& c, const Vec
   return det;
 }
 
-// The exact (slow) answer, used where the predicates are not sure.
+// The closest-points distance's answer (slow), used where the predicates are not sure. It is
+// exact up to that distance's rounding: a pair that touches at a point no float holds (or whose
+// float32 distance rounds to a few ulps) can come out either way.
 template <typename T>
 CN_HD bool triangles_intersect_exact(const Vec3<T> A[3], const Vec3<T> B[3]) {
   return !(triangle_triangle_closest(A, B).dist2 > T(0));

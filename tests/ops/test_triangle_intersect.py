@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from contactnet.geometry import Mesh, MeshLibrary
@@ -19,14 +19,17 @@ from contactnet.ops.reference.mesh_contacts import world_triangles
 DTYPES = [torch.float32, torch.float64]
 
 
-def _exact(a, b):
-    return triangle_distance(a, b).distance == 0
-
-
 def _check(a, b):
+    """triangle_intersect agrees with the float64 distance being 0, except where the pair touches
+    to within the rounding of the inputs' dtype: there (a touch at a point no float holds, a
+    crossing whose float32 distance rounds to 1e-7) both answers are right to that precision.
+    On the integer grid such pairs are within 7e-16 while every other pair is 0.03 or more apart."""
     got = triangle_intersect(a, b)
-    ref = _exact(a, b)
-    bad = torch.nonzero(got != ref).flatten()
+    distance = triangle_distance(a.double(), b.double()).distance
+    ref = distance == 0
+    scale = torch.maximum(a.abs().amax((1, 2)), b.abs().amax((1, 2))).double()
+    touching = distance <= 64 * torch.finfo(a.dtype).eps * scale
+    bad = torch.nonzero((got != ref) & ~touching).flatten()
     assert bad.numel() == 0, (bad[:5].tolist(), a[bad[:1]].tolist(), b[bad[:1]].tolist())
     return ref
 
@@ -107,6 +110,8 @@ def test_transformed_touching_pairs(dtype):
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(-2, 2), min_size=18, max_size=18), st.sampled_from(DTYPES))
+# An edge crossing the other triangle, whose float32 distance rounds to 8e-8 (found by hypothesis).
+@example([0, 2, 0, 1, -1, -2, -2, -2, -1, 0, 0, 1, -1, 1, -1, -1, -2, -2], torch.float32)
 def test_grid_triangles_property(coords, dtype):
     """Vertices on a small integer grid: coplanar, collinear, shared-vertex and touching
     configurations galore, all exactly representable."""

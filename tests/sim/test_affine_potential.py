@@ -213,19 +213,31 @@ def test_trajectories_equal_the_unfused_unpruned_stepper(monkeypatch):
     assert torch.equal(stack, unpruned_stack) and torch.equal(bowl, unpruned_bowl)
 
 
+def _settled_stacks() -> Stepper:
+    sim = Stepper([tilted_stack(0.02), tilted_stack(0.05)], mu=0.4)
+    for _ in range(3):
+        sim.step()
+    return sim
+
+
+def _recorded_searches(monkeypatch, record=lambda args: args[3]):
+    """(calls, the real search): contact_search.search, appending record(its arguments) to calls."""
+    from contactnet.sim import contact_search
+
+    calls, real = [], contact_search.search
+    monkeypatch.setattr(contact_search, "search", lambda *a, **k: calls.append(record(a)) or real(*a, **k))
+    return calls, real
+
+
 def test_neighbour_list_holds_every_pair_within_reach(monkeypatch):
     """Queries of a Verlet list (static and swept, small moves reuse it, long ones search alone)
     return every pair that the broad phase + pruning returns and that is within reach at either
     end of the move; the list is searched again only when a query leaves its margin."""
     from contactnet.sim import contact_search
 
-    sim = Stepper([tilted_stack(0.02), tilted_stack(0.05)], mu=0.4)
-    for _ in range(3):
-        sim.step()
+    sim = _settled_stacks()
     P, reach = sim.packed, sim.dhat
-    searches = []
-    real_search = contact_search.search
-    monkeypatch.setattr(contact_search, "search", lambda *a, **k: searches.append(a[3]) or real_search(*a, **k))
+    searches, real_search = _recorded_searches(monkeypatch)
     lists = contact_search.NeighbourList()
     g = torch.Generator().manual_seed(3)
     q0 = sim.q
@@ -253,16 +265,13 @@ def test_neighbour_list_holds_every_pair_within_reach(monkeypatch):
 
 
 def test_neighbour_list_searches_again_only_the_environments_that_leave_their_margins(monkeypatch):
+    """One environment moves out of its margin: only it is searched again (the other keeps its
+    list), and the query still holds every pair within reach."""
     from contactnet.sim import contact_search
 
-    sim = Stepper([tilted_stack(0.02), tilted_stack(0.05)], mu=0.4)
-    for _ in range(3):
-        sim.step()
+    sim = _settled_stacks()
     P, reach = sim.packed, sim.dhat
-    calls = []
-    real_search = contact_search.search
-    monkeypatch.setattr(contact_search, "search",
-                        lambda *a, **k: calls.append((a[3], a[6].tolist())) or real_search(*a, **k))
+    calls, real_search = _recorded_searches(monkeypatch, lambda args: (args[3], args[6].tolist()))
     lists = contact_search.NeighbourList()
     q0 = sim.q
     d = torch.randn(q0.shape, generator=torch.Generator().manual_seed(5), dtype=q0.dtype) * sim.free_dof[..., None]
@@ -291,9 +300,7 @@ def test_neighbour_list_follows_a_translation_shared_by_the_environment(monkeypa
     scene.add_body(cube, pose=[0.01, 0.0, 0.0505, 1.0, 0.0, 0.0, 0.0])  # 0.5 mm above the first
     sim = Stepper(scene)
     P, reach = sim.packed, sim.dhat
-    searches = []
-    real_search = contact_search.search
-    monkeypatch.setattr(contact_search, "search", lambda *a, **k: searches.append(a[3]) or real_search(*a, **k))
+    searches, real_search = _recorded_searches(monkeypatch)
     lists = contact_search.NeighbourList()
     q0 = sim.q
     g = torch.Generator().manual_seed(0)
