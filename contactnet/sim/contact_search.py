@@ -11,8 +11,8 @@ Two broad phases find the same pairs (the same primitive boxes and exact filter)
 - all-primitive (`search_all_primitives`, `search_padded_all_primitives`; the reference, and the
   search on a GPU): every primitive near another group's box, on one uniform grid / sweep.
 
-`NeighbourList` (the adaptive stepper's) keeps the exact pairs within a margin of a base state and
-answers later queries near it without a broad phase.
+`NeighbourList` (the adaptive stepper's) keeps, per environment, the exact pairs within a margin of
+a base state and answers later queries near it without a broad phase.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ import torch
 from contactnet.ops import ipc
 from contactnet.sim.packed import ABSENT, PackedScene
 
-__all__ = ["NeighbourList", "PaddedSearch", "body_search", "candidate_distances", "displacement_bound", "relative_displacement_bound", "search",
-           "search_all_primitives", "search_padded", "search_padded_all_primitives"]
+__all__ = ["NeighbourList", "PaddedSearch", "body_search", "candidate_distances", "displacement_bound",
+           "relative_displacement_bound", "search", "search_all_primitives", "search_padded",
+           "search_padded_all_primitives"]
 
 
 class PaddedSearch(NamedTuple):
