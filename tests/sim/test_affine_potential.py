@@ -288,6 +288,40 @@ def test_neighbour_list_searches_again_only_the_environments_that_leave_their_ma
     assert calls == [(pytest.approx(3 * reach), [True, True]), (pytest.approx(3 * reach), [False, True])]
 
 
+def test_neighbour_list_queries_within_the_margin_hold_every_pair_within_reach(monkeypatch):
+    """Queries anywhere within a list's margin (static and swept, small and large moves, objects in
+    two shaken bowls: thousands of listed pairs at all distances) return every pair within reach
+    at either end, from the list alone."""
+    from contactnet.sim import contact_search
+
+    sim = Stepper([scenes.bowl_shake(seed=0), scenes.bowl_shake(seed=3)], on_failure="ignore")
+    for _ in range(30):
+        sim.step()
+    P, reach = sim.packed, sim.dhat
+    q0 = sim.q
+    lists = contact_search.NeighbourList()
+    lists.query(P, sim.positions(q0), None, reach, q0)
+    listed = sum(t.shape[0] for t in lists.fv + lists.ee)
+    searches, real_search = _recorded_searches(monkeypatch)
+    g = torch.Generator().manual_seed(11)
+    for trial in range(16):
+        d = torch.randn(q0.shape, generator=g, dtype=q0.dtype) * sim.free_dof[..., None]
+        d *= (trial / 16) * reach / float(contact_search.relative_displacement_bound(P, d).max())
+        qa, qb = q0 + d * float(torch.rand((), generator=g)), q0 + d
+        xa, xb = sim.positions(qa), sim.positions(qb)
+        swept = trial % 2 == 1
+        got = lists.query(P, xa, xb if swept else None, reach, qa, qb if swept else None)
+        needed = [ipc.prune_candidates(x, P.faces, P.edges, real_search(P, x, None, reach, q), reach)
+                  for x, q in ((xa, qa), (xb, qb))[: 2 if swept else 1]]
+        got_rows = [{tuple(r) for r in t.tolist()} for t in got]
+        for want in needed:
+            for kind, rows in enumerate(want):
+                assert {tuple(r) for r in rows.tolist()} <= got_rows[kind], (trial, kind)
+        assert got.count < listed
+    assert searches == []  # every query was answered from the list
+    assert listed > 1000
+
+
 def test_neighbour_list_follows_a_translation_shared_by_the_environment(monkeypatch):
     """A translation shared by every body of an environment changes no distance: a list built
     before it serves the queries after it (no new search, however far), and they still hold every
