@@ -229,6 +229,15 @@ def _recorded_searches(monkeypatch, record=lambda args: args[3]):
     return calls, real
 
 
+def _assert_holds(got: ipc.Candidates, want: ipc.Candidates, needed: torch.Tensor | None = None) -> None:
+    """Every pair of `want` (those where needed (Nfv + Nee,) is true, if given) is a pair of `got`."""
+    nfv = want.face_vertex.shape[0]
+    for kind, (rows, got_rows) in enumerate(zip(want, got, strict=True)):
+        if needed is not None:
+            rows = rows[needed[:nfv] if kind == 0 else needed[nfv:]]
+        assert {tuple(r) for r in rows.tolist()} <= {tuple(r) for r in got_rows.tolist()}, kind
+
+
 def test_neighbour_list_holds_every_pair_within_reach(monkeypatch):
     """Queries of a Verlet list (static and swept, small moves reuse it, long ones search alone)
     return every pair that the broad phase + pruning returns and that is within reach at either
@@ -251,12 +260,8 @@ def test_neighbour_list_holds_every_pair_within_reach(monkeypatch):
                                                                       q1 if swept else None, active),
                                     reach, vertices_t1=x1 if swept else None)
         near = [d2 < reach**2 for d2 in (_pair_distances(x, P.faces, P.edges, want) for x in (x0, x1))]
-        nfv = want.face_vertex.shape[0]
         needed = near[0] | near[1] if swept else near[0]
-        got_rows = [{tuple(r) for r in t.tolist()} for t in got]
-        for kind, rows in enumerate(want):
-            mask = needed[:nfv] if kind == 0 else needed[nfv:]
-            assert all(tuple(r) in got_rows[kind] for r in rows[mask].tolist())
+        _assert_holds(got, want, needed)
         assert bool(needed.any())
     # moves in units of reach: built at the static query (margin = reach); 0.3 and 0.5 reuse it
     # (the latter for one environment); 1.5 leaves the margin and rebuilds with margin 3; 10
@@ -281,8 +286,7 @@ def test_neighbour_list_searches_again_only_the_environments_that_leave_their_ma
     x1 = sim.positions(q1)
     got = lists.query(P, x1, None, reach, q1)
     want = ipc.prune_candidates(x1, P.faces, P.edges, real_search(P, x1, None, reach, q1), reach)
-    for rows, got_rows in zip(want, got, strict=True):
-        assert {tuple(r) for r in rows.tolist()} <= {tuple(r) for r in got_rows.tolist()}
+    _assert_holds(got, want)
     assert want.count > 0
     lists.query(P, x1, None, reach, q1, active=torch.tensor([True, False]))
     assert calls == [(pytest.approx(3 * reach), [True, True]), (pytest.approx(3 * reach), [False, True])]
@@ -313,10 +317,8 @@ def test_neighbour_list_queries_within_the_margin_hold_every_pair_within_reach(m
         got = lists.query(P, xa, xb if swept else None, reach, qa, qb if swept else None)
         needed = [ipc.prune_candidates(x, P.faces, P.edges, real_search(P, x, None, reach, q), reach)
                   for x, q in ((xa, qa), (xb, qb))[: 2 if swept else 1]]
-        got_rows = [{tuple(r) for r in t.tolist()} for t in got]
         for want in needed:
-            for kind, rows in enumerate(want):
-                assert {tuple(r) for r in rows.tolist()} <= got_rows[kind], (trial, kind)
+            _assert_holds(got, want)
         assert got.count < listed
     assert searches == []  # every query was answered from the list
     assert listed > 1000
@@ -350,11 +352,7 @@ def test_neighbour_list_follows_a_translation_shared_by_the_environment(monkeypa
                                     vertices_t1=xb)
         near = [_pair_distances(x, P.faces, P.edges, want) < reach**2 for x in (xa, xb) if x is not None]
         needed = near[0] | near[-1]
-        nfv = want.face_vertex.shape[0]
-        got_rows = [{tuple(r) for r in t.tolist()} for t in got]
-        for kind, rows in enumerate(want):
-            mask = needed[:nfv] if kind == 0 else needed[nfv:]
-            assert {tuple(r) for r in rows[mask].tolist()} <= got_rows[kind]
+        _assert_holds(got, want, needed)
         assert bool(needed.any())
     assert searches == pytest.approx([3 * reach])  # the list's one search, at q0
     for _ in range(20):
