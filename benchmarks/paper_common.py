@@ -1,5 +1,5 @@
 """Shared plumbing of the paper experiments (benchmarks/paper_*.py): the pairs of a test split, the
-checkers compared on them (trained networks, UCF-GJK, IS-CD, exact `mesh_collide`), a resumable
+checkers compared on them (trained networks, UCF-GJK, PieceGjk, IS-CD, exact `mesh_collide`), a resumable
 record of rows, and the figure and markdown table drawn from it.
 
 Every checker is a callable `(ids_a, ids_b, poses_a, poses_b) -> (Q,) bool` on one device, built
@@ -87,7 +87,7 @@ def scaled_object_set(objects: ObjectSet, factor: float) -> ObjectSet:
 class Method:
     """One point of the accuracy–speed plane: a method family and its parameters."""
 
-    family: str  # "net:<name>", "hybrid:<name>", "ucf_gjk", "is_cd", "exact"
+    family: str  # "net:<name>", "hybrid:<name>", "ucf_gjk", "piece_gjk", "is_cd", "exact"
     params: tuple = ()  # ((name, value), ...)
 
     @property
@@ -139,6 +139,7 @@ def method_grid(args: argparse.Namespace) -> list[Method]:
                 for spec in args.ckpt for f in args.frames for e in getattr(args, "hybrid_max_error", [])]
     methods += [Method("ucf_gjk", (("t", t), ("pieces", p), ("iters", i)))
                 for t in args.gjk_thresholds for p in args.gjk_pieces for i in args.gjk_iterations]
+    methods += [Method("piece_gjk", (("t", t), ("pieces", p))) for t in args.gjk_thresholds for p in args.gjk_pieces]
     methods += [Method("is_cd", (("points", n),)) for n in args.iscd_points]
     return methods + ([] if args.no_exact else [Method("exact")])
 
@@ -192,6 +193,12 @@ class CheckerFactory:
             pieces, index = self._convex_pieces(params["t"], params["pieces"], ids)
             gjk = UcfGjk(pieces.to(self.device), params["iters"])
             return lambda a, b, pa, pb: gjk(index[a], index[b], pa, pb)
+        if method.family == "piece_gjk":  # the same pieces, checked on the CPU as a library would
+            from contactnet.baselines import PieceGjk
+
+            pieces, index = self._convex_pieces(params["t"], params["pieces"], ids)
+            check = PieceGjk(pieces).to(self.device)
+            return lambda a, b, pa, pb: check(index[a], index[b], pa, pb)
         if method.family == "is_cd":
             from contactnet.baselines import ImplicitSurfaceCD, pad_triangles
 

@@ -1,6 +1,7 @@
 """LOCC Fig. 6: balanced accuracy against collision checks per second for trained networks (LOCC,
-Global-OCN), UCF-GJK (swept over CoACD threshold, piece cap and GJK rounds), IS-CD (swept over
-query points) and exact `mesh_collide`, on the same pairs and the same device, per test split.
+Global-OCN), UCF-GJK (swept over CoACD threshold, piece cap and GJK rounds), the same pieces checked
+as a CPU library does (PieceGjk, per threshold and piece cap), IS-CD (swept over query points) and
+exact `mesh_collide`, on the same pairs and the same device, per test split.
 
     python -m benchmarks.paper_fig6 --data-root data/procedural_medium \
         --ckpt locc=outputs/.../best.ckpt --ckpt global_ocn=outputs/.../best.ckpt

@@ -37,7 +37,7 @@ def test_quick_run_writes_every_method_and_resumes(script, group, count, tiny_da
     results = json.loads((out / "results.json").read_text())
     rows = results["rows"]
     families = {r["family"] for r in rows}
-    assert families == {"net:locc", "hybrid:locc", "ucf_gjk", "is_cd", "exact"}
+    assert families == {"net:locc", "hybrid:locc", "ucf_gjk", "piece_gjk", "is_cd", "exact"}
     assert len({r[group] for r in rows}) == count
     assert all(r["checks_per_second"] > 0 and 0 <= r["acc"] <= 1 for r in rows)
     assert all(r["balanced_acc"] == 1 or r["tpr"] != r["tpr"] or r["tnr"] != r["tnr"] for r in rows if r["family"] == "exact")
