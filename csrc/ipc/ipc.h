@@ -33,7 +33,8 @@
 //
 // ipc_prune_candidates(vertices_t0, vertices_t1?, faces, edges, fv, ee, reach) -> fv, ee: the
 //   candidates that may come closer than reach on the linear motion t0 → t1 (or at t0), in order;
-//   a conservative bound from the distance at t0 and the vertices' displacements.
+//   a conservative bound from the distance at t0 and the vertices' displacements (measured from
+//   one stencil vertex's when that bound is smaller: a motion both sides share moves no distance).
 //
 // ipc_ccd(vertices_t0, vertices_t1, faces, edges, fv, ee, min_distance, tmax,
 //         conservative_rescaling, max_iterations) -> (N,) time of impact in [0, tmax] (tmax: none).

@@ -348,8 +348,11 @@ struct FrictionFunctor {
 };
 
 // Whether candidate i may come closer than `reach` on the linear motion v0 → v1 (v1 null: at v0).
-// Every point of a primitive moves by at most its vertices' largest displacement, so the distance
-// along the motion stays ≥ d(v0) − δ_a − δ_b (δ per side of the stencil); kept when that bound is
+// Every point of a primitive moves by a convex combination of its vertices' displacements Δ, so
+// for any shared vector s the gap between the two sides changes by at most δ_a + δ_b, δ the
+// side's largest |Δ − s|, and the distance along the motion stays ≥ d(v0) − δ_a − δ_b. Both s = 0
+// and s = Δ of stencil vertex 0 are tried and the smaller bound kept: with the latter, a motion
+// the two sides share (objects carried by a shaken bowl) moves no distance. Kept when the bound is
 // below reach (with a relative margin of 1e-9 against rounding). At v0 alone: d² < reach², the
 // test the barrier makes. Padding rows are dropped.
 template <typename T>
@@ -371,18 +374,25 @@ struct PruneFunctor {
     const int split = is_ee ? 2 : 1;  // stencil vertices [0, split) are side a
     Vec3<T> v[4];
     for (int k = 0; k < 4; ++k) v[k] = load3(v0 + 3 * id[k]);
-    T moved[2] = {T(0), T(0)};
+    T moved[2] = {T(0), T(0)}, relative[2] = {T(0), T(0)};  // δ per side for s = 0, s = Δ₀
+    T shared[3] = {T(0), T(0), T(0)};
     for (int k = 0; v1 && k < 4; ++k) {
       const Vec3<T> u = load3(v1 + 3 * id[k]);
       const T dx = u.x - v[k].x, dy = u.y - v[k].y, dz = u.z - v[k].z;
-      const T m = sqrt(dx * dx + dy * dy + dz * dz);
+      if (k == 0) shared[0] = dx, shared[1] = dy, shared[2] = dz;
+      const T rx = dx - shared[0], ry = dy - shared[1], rz = dz - shared[2];
+      const T m = sqrt(dx * dx + dy * dy + dz * dz), r = sqrt(rx * rx + ry * ry + rz * rz);
       T& side = moved[k < split ? 0 : 1];
       side = m > side ? m : side;
+      T& rel = relative[k < split ? 0 : 1];
+      rel = r > rel ? r : rel;
     }
+    const T absolute_bound = moved[0] + moved[1], relative_bound = relative[0] + relative[1];
+    const T bound = relative_bound < absolute_bound ? relative_bound : absolute_bound;
     // The gap between the two sides' boxes bounds their distance from below: most pairs of a
     // Verlet list are dropped by it, before the exact distance (same verdicts, with 1e-12 to
     // spare for the box's own rounding).
-    const T limit = v1 ? (reach + moved[0] + moved[1]) * (T(1) + T(1e-9)) : reach;
+    const T limit = v1 ? (reach + bound) * (T(1) + T(1e-9)) : reach;
     T gap2 = T(0);
     for (int c = 0; c < 3; ++c) {
       T lo[2] = {inf_value<T>(), inf_value<T>()}, hi[2] = {-inf_value<T>(), -inf_value<T>()};

@@ -167,6 +167,30 @@ def test_prune_keeps_every_pair_that_comes_within_reach(seed):
     assert torch.equal(static.edge_edge, near.edge_edge[d2[nfv:] < reach**2])
 
 
+def test_prune_ignores_a_motion_both_sides_share():
+    """A shared translation of 50 × reach moves no distance: translated alone, the swept prune keeps
+    just the pairs within reach at the start (the absolute bound kept every pair within 101 ×
+    reach); with random motion on top, no dropped pair comes within reach on the way."""
+    v0, v1, faces, edges = _soup_motion(1)
+    reach = 1e-3
+    shift = 50 * reach * torch.nn.functional.normalize(torch.tensor([5.0, -3.0, 2.0], dtype=v0.dtype), dim=0)
+    moved = v0 + shift
+    swept = ipc.swept_candidates(v0, moved, faces, edges, reach)
+    kept = ipc.prune_candidates(v0, faces, edges, swept, reach, vertices_t1=moved)
+    static = ipc.prune_candidates(v0, faces, edges, swept, reach)
+    assert swept.count > 10 * kept.count > 0
+    assert all(torch.equal(k, s) for k, s in zip(kept, static))
+    v1 = v1 + shift
+    swept = ipc.swept_candidates(v0, v1, faces, edges, reach)
+    kept = ipc.prune_candidates(v0, faces, edges, swept, reach, vertices_t1=v1)
+    kept_rows = [{tuple(r) for r in k.tolist()} for k in kept]
+    dropped = ipc.Candidates(*(s[torch.tensor([tuple(r) not in kr for r in s.tolist()], dtype=torch.bool)]
+                               for s, kr in zip(swept, kept_rows)))
+    assert dropped.count > 0
+    for t in torch.linspace(0, 1, 101, dtype=torch.float64):
+        assert bool((_pair_distances(v0 + t * (v1 - v0), faces, edges, dropped) >= reach**2).all())
+
+
 def test_prune_drops_padding_and_rejects_bad_arguments():
     v0, v1, faces, edges = _soup_motion(0)
     cand = ipc.collision_candidates(v0, faces, edges, 1e-2)

@@ -130,9 +130,11 @@ def prune_candidates(vertices_t0, faces, edges, candidates: Candidates, reach: f
     """The candidates that may come closer than `reach` on the linear motion x0 → x1 (or, without
     vertices_t1, that are closer than reach at x0), in their order: a narrow phase after a broad
     one, whose box tests keep many pairs that never come near. Conservative: every point of a
-    primitive moves by at most its vertices' largest displacement, so a pair stays at least
-    d(x0) − δ_a − δ_b apart; pairs with that bound ≥ reach are dropped (a relative margin of 1e-9
-    covers rounding). At x0 alone the test is the barrier's own, d² < reach². Padding rows (-1) are
+    primitive moves by a convex combination of its vertices' displacements, so a pair stays at
+    least d(x0) − δ_a − δ_b apart, δ a side's largest displacement, measured either absolutely or
+    from one stencil vertex's (whichever bound is smaller: a motion both sides share, such as
+    objects resting in a shaken bowl, moves no distance); pairs with that bound ≥ reach are
+    dropped (a relative margin of 1e-9 covers rounding). At x0 alone the test is the barrier's own, d² < reach². Padding rows (-1) are
     dropped. The count is read on the host (a sync on a GPU)."""
     faces, edges, _ = ipc_mesh_args(vertices_t0, faces, edges, None, "vertices_t0")
     if vertices_t1 is not None:
