@@ -374,20 +374,22 @@ struct PruneFunctor {
     const int split = is_ee ? 2 : 1;  // stencil vertices [0, split) are side a
     Vec3<T> v[4];
     for (int k = 0; k < 4; ++k) v[k] = load3(v0 + 3 * id[k]);
-    T moved[2] = {T(0), T(0)}, relative[2] = {T(0), T(0)};  // δ per side for s = 0, s = Δ₀
+    // δ² per side for s = 0 and s = Δ₀ (the root of the largest square: one sqrt per side and kind).
+    T moved2[2] = {T(0), T(0)}, relative2[2] = {T(0), T(0)};
     T shared[3] = {T(0), T(0), T(0)};
     for (int k = 0; v1 && k < 4; ++k) {
       const Vec3<T> u = load3(v1 + 3 * id[k]);
       const T dx = u.x - v[k].x, dy = u.y - v[k].y, dz = u.z - v[k].z;
       if (k == 0) shared[0] = dx, shared[1] = dy, shared[2] = dz;
       const T rx = dx - shared[0], ry = dy - shared[1], rz = dz - shared[2];
-      const T m = sqrt(dx * dx + dy * dy + dz * dz), r = sqrt(rx * rx + ry * ry + rz * rz);
-      T& side = moved[k < split ? 0 : 1];
-      side = m > side ? m : side;
-      T& rel = relative[k < split ? 0 : 1];
-      rel = r > rel ? r : rel;
+      const T m2 = dx * dx + dy * dy + dz * dz, r2 = rx * rx + ry * ry + rz * rz;
+      T& side = moved2[k < split ? 0 : 1];
+      side = m2 > side ? m2 : side;
+      T& rel = relative2[k < split ? 0 : 1];
+      rel = r2 > rel ? r2 : rel;
     }
-    const T absolute_bound = moved[0] + moved[1], relative_bound = relative[0] + relative[1];
+    const T absolute_bound = sqrt(moved2[0]) + sqrt(moved2[1]);
+    const T relative_bound = sqrt(relative2[0]) + sqrt(relative2[1]);
     const T bound = relative_bound < absolute_bound ? relative_bound : absolute_bound;
     // The gap between the two sides' boxes bounds their distance from below: most pairs of a
     // Verlet list are dropped by it, before the exact distance (same verdicts, with 1e-12 to
