@@ -106,7 +106,11 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gjk-thresholds", type=float, nargs="*", default=[0.2, 0.05],
                         help="CoACD concavity thresholds")
     parser.add_argument("--gjk-pieces", type=int, nargs="*", default=[4, 16], help="caps on pieces per object")
-    parser.add_argument("--gjk-vertices", type=int, default=32, help="cap on vertices per piece")
+    parser.add_argument("--gjk-vertices", type=int, default=32, help="cap on vertices per piece (UCF-GJK)")
+    parser.add_argument("--piece-vertices", type=int, default=1000,
+                        help="cap on vertices per piece for the PieceGjk rows: its GJK climbs each hull's "
+                             "vertex graph and pads nothing, so by default CoACD's hulls stay whole (a cap "
+                             "shrinks thin parts' hulls, and they then miss collisions)")
     parser.add_argument("--gjk-iterations", type=int, nargs="*", default=[4, 8, 16], help="GJK rounds")
     parser.add_argument("--iscd-points", type=int, nargs="*", default=[16, 64, 256, 1024],
                         help="IS-CD query points per pair")
@@ -196,7 +200,7 @@ class CheckerFactory:
         if method.family == "piece_gjk":  # the same pieces, checked on the CPU as a library would
             from contactnet.baselines import PieceGjk
 
-            pieces, index = self._convex_pieces(params["t"], params["pieces"], ids)
+            pieces, index = self._convex_pieces(params["t"], params["pieces"], ids, self.args.piece_vertices)
             check = PieceGjk(pieces).to(self.device)
             return lambda a, b, pa, pb: check(index[a], index[b], pa, pb)
         if method.family == "is_cd":
@@ -272,10 +276,11 @@ class CheckerFactory:
         tables = self._tables[name][:frames]
         return torch.no_grad()(lambda a, b, pa, pb: frame_logits(net, tables, a, b, pa, pb, NET_CHUNK))
 
-    def _convex_pieces(self, threshold: float, max_pieces: int, ids: list[int]):
+    def _convex_pieces(self, threshold: float, max_pieces: int, ids: list[int], max_vertices: int | None = None):
         from contactnet.baselines import DecompositionSpec, object_set_pieces
 
-        spec = DecompositionSpec(threshold=threshold, max_pieces=max_pieces, max_piece_vertices=self.args.gjk_vertices)
+        spec = DecompositionSpec(threshold=threshold, max_pieces=max_pieces,
+                                 max_piece_vertices=max_vertices or self.args.gjk_vertices)
         key = (spec, tuple(ids))
         if key not in self._pieces:
             pieces = object_set_pieces([self.base.vertices[i] for i in ids], [self.base.faces[i] for i in ids],

@@ -1,8 +1,9 @@
-"""The CPU way to run the convex-pieces baseline: the same CoACD pieces as UCF-GJK, but the piece
-pairs whose bounding spheres are apart are skipped, and the others go to a branching GJK that stops
-as soon as it separates them or finds them overlapping (`ops.hulls_separated`, C++, float64).
-UCF-GJK's fixed shapes suit a GPU batch; on a CPU core this is what a collision library does with a
-convex decomposition, and it is the peer a CPU user compares against."""
+"""The CPU way to run the convex-pieces baseline: CoACD pieces as for UCF-GJK, but the piece pairs
+whose bounding spheres are apart are skipped, and the others go to a branching GJK that stops as
+soon as it separates them or finds them overlapping (`ops.hulls_separated`, C++, float64). It pads
+nothing, so the pieces' hulls need no vertex cap (a cap shrinks thin parts' hulls, which then miss
+collisions). UCF-GJK's fixed shapes suit a GPU batch; on a CPU core this is what a collision library
+does with a convex decomposition, and it is the peer a CPU user compares against."""
 
 import torch
 
