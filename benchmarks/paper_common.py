@@ -197,7 +197,7 @@ class CheckerFactory:
             pieces, index = self._convex_pieces(params["t"], params["pieces"], ids)
             gjk = UcfGjk(pieces.to(self.device), params["iters"])
             return lambda a, b, pa, pb: gjk(index[a], index[b], pa, pb)
-        if method.family == "piece_gjk":  # the same pieces, checked on the CPU as a library would
+        if method.family == "piece_gjk":  # CoACD pieces, whole hulls, checked as a CPU library would
             from contactnet.baselines import PieceGjk
 
             pieces, index = self._convex_pieces(params["t"], params["pieces"], ids, self.args.piece_vertices)

@@ -134,8 +134,9 @@ def prune_candidates(vertices_t0, faces, edges, candidates: Candidates, reach: f
     least d(x0) − δ_a − δ_b apart, δ a side's largest displacement, measured either absolutely or
     from one stencil vertex's (whichever bound is smaller: a motion both sides share, such as
     objects resting in a shaken bowl, moves no distance); pairs with that bound ≥ reach are
-    dropped (a relative margin of 1e-9 covers rounding). At x0 alone the test is the barrier's own, d² < reach². Padding rows (-1) are
-    dropped. The count is read on the host (a sync on a GPU)."""
+    dropped (a relative margin of 1e-9 covers rounding). At x0 alone the test is the barrier's
+    own, d² < reach². Padding rows (-1) are dropped. The count is read on the host (a sync on a
+    GPU)."""
     faces, edges, _ = ipc_mesh_args(vertices_t0, faces, edges, None, "vertices_t0")
     if vertices_t1 is not None:
         check_float_tensor(vertices_t1, "vertices_t1", (None, 3))
