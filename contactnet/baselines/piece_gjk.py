@@ -51,6 +51,13 @@ class PieceGjk:
         ids_a, ids_b = torch.as_tensor(ids_a, device=device), torch.as_tensor(ids_b, device=device)
         pa = normalize_poses(torch.as_tensor(poses_a, device=device).double(), "poses_a")
         pb = normalize_poses(torch.as_tensor(poses_b, device=device).double(), "poses_b")
+        n = self.piece_hull.shape[0]
+        for name, ids in (("ids_a", ids_a), ("ids_b", ids_b)):
+            if ids.shape != pa.shape[:1] or pb.shape != pa.shape:
+                raise ValueError(f"{name}, poses_a, poses_b: expected (Q,), (Q, 7), (Q, 7), got {tuple(ids.shape)}, "
+                                 f"{tuple(pa.shape)}, {tuple(pb.shape)}")
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
+                raise ValueError(f"{name}: expected object rows in [0, {n}), got {int(ids.min())} .. {int(ids.max())}")
 
         def world_centres(ids, poses):
             R = quaternion_to_matrix(poses[:, 3:])

@@ -47,8 +47,12 @@ def test_agrees_with_ucf_gjk_and_exact_on_objects_of_different_piece_counts():
     assert torch.equal(got[clear], exact[clear]) and torch.equal(ucf[clear], exact[clear])
 
 
-def test_bad_poses_are_named():
+def test_bad_inputs_are_named():
     check = PieceGjk(pad_pieces([l_shape()[2]], torch.float64))
-    ids = torch.zeros(2, dtype=torch.int64)
+    ids, poses = torch.zeros(2, dtype=torch.int64), random_poses(2, 0)
     with pytest.raises(ValueError, match="poses_b"):
-        check(ids, ids, random_poses(2, 0), torch.full((2, 7), float("nan"), dtype=torch.float64))
+        check(ids, ids, poses, torch.full((2, 7), float("nan"), dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"ids_b: expected object rows in \[0, 1\)"):
+        check(ids, ids + 1, poses, poses)
+    with pytest.raises(ValueError, match="ids_a, poses_a, poses_b"):
+        check(ids[:1], ids, poses, poses)
