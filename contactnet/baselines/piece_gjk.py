@@ -11,6 +11,7 @@ from contactnet.baselines.convex_pieces import ConvexPieces
 from contactnet.geometry.convex_hulls import build_convex_hulls
 from contactnet.geometry.poses import normalize_poses, quaternion_to_matrix
 from contactnet.ops import hulls_separated
+from contactnet.ops._checks import pair_query_args
 
 
 class PieceGjk:
@@ -47,17 +48,13 @@ class PieceGjk:
                  poses_b: torch.Tensor) -> torch.Tensor:
         """ids (Q,) object rows, poses (Q, 7) world poses -> (Q,) bool collision, on this
         checker's device."""
-        device = self.centre.device
-        ids_a, ids_b = torch.as_tensor(ids_a, device=device), torch.as_tensor(ids_b, device=device)
-        pa = normalize_poses(torch.as_tensor(poses_a, device=device).double(), "poses_a")
-        pb = normalize_poses(torch.as_tensor(poses_b, device=device).double(), "poses_b")
-        n = self.piece_hull.shape[0]
+        device, n = self.centre.device, self.piece_hull.shape[0]
+        ids_a, ids_b, pa, pb = pair_query_args(n, device, torch.float64, ids_a, ids_b, poses_a, poses_b)
+        pa, pb = normalize_poses(pa, "poses_a"), normalize_poses(pb, "poses_b")
+        # The rows index tables here, before any op could check them.
         for name, ids in (("ids_a", ids_a), ("ids_b", ids_b)):
-            if ids.shape != pa.shape[:1] or pb.shape != pa.shape:
-                raise ValueError(f"{name}, poses_a, poses_b: expected (Q,), (Q, 7), (Q, 7), got {tuple(ids.shape)}, "
-                                 f"{tuple(pa.shape)}, {tuple(pb.shape)}")
             if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
-                raise ValueError(f"{name}: expected object rows in [0, {n}), got {int(ids.min())} .. {int(ids.max())}")
+                raise ValueError(f"{name}: object rows must lie in [0, {n}), got [{int(ids.min())}, {int(ids.max())}]")
 
         def world_centres(ids, poses):
             R = quaternion_to_matrix(poses[:, 3:])

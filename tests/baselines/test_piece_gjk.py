@@ -52,7 +52,7 @@ def test_bad_inputs_are_named():
     ids, poses = torch.zeros(2, dtype=torch.int64), random_poses(2, 0)
     with pytest.raises(ValueError, match="poses_b"):
         check(ids, ids, poses, torch.full((2, 7), float("nan"), dtype=torch.float64))
-    with pytest.raises(ValueError, match=r"ids_b: expected object rows in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"ids_b: object rows must lie in \[0, 1\)"):
         check(ids, ids + 1, poses, poses)
-    with pytest.raises(ValueError, match="ids_a, poses_a, poses_b"):
+    with pytest.raises(ValueError, match="ids_b has batch size 2 but ids_a has 1"):
         check(ids[:1], ids, poses, poses)
