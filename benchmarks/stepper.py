@@ -68,8 +68,7 @@ class Ours:
         synchronize(self.sim.q.device)
         elapsed = time.perf_counter() - start
         self.sim.validate()  # fixed mode: no candidate overflow, nothing non-finite
-        return {"env_steps_per_s": self.envs * steps / elapsed, "newton_iterations": iterations / steps,
-                "contacts": contacts / steps}
+        return figures(self.envs, steps, elapsed, iterations / steps, contacts / steps)
 
 
 class Graphed(Ours):
@@ -95,8 +94,12 @@ class Graphed(Ours):
         elapsed = time.perf_counter() - start
         assert bool((self.info.min_distance > 0).all()), "penetration"
         self.sim.validate()
-        return {"env_steps_per_s": self.envs * steps / elapsed, "newton_iterations": float(self.info.iterations),
-                "contacts": float(self.info.contacts.double().mean())}
+        return figures(self.envs, steps, elapsed, float(self.info.iterations), float(self.info.contacts.double().mean()))
+
+
+def figures(envs: int, steps: int, elapsed: float, iterations: float, contacts: float) -> dict:
+    """A timed run's row: env-steps/s, and Newton iterations and contacts per step."""
+    return {"env_steps_per_s": envs * steps / elapsed, "newton_iterations": iterations, "contacts": contacts}
 
 
 def synchronize(device: torch.device) -> None:
