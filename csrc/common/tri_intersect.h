@@ -57,7 +57,7 @@ CN_HD T orient3d(const Vec3<T>& a, const Vec3<T>& b, const Vec3<T>& c, const Vec
 // exact up to that distance's rounding: a pair that touches at a point no float holds (or whose
 // float32 distance rounds to a few ulps) can come out either way.
 template <typename T>
-CN_HD bool triangles_intersect_exact(const Vec3<T> A[3], const Vec3<T> B[3]) {
+CN_HD bool triangles_intersect_by_distance(const Vec3<T> A[3], const Vec3<T> B[3]) {
   return !(triangle_triangle_closest(A, B).dist2 > T(0));
 }
 
@@ -75,7 +75,7 @@ CN_HD bool triangles_intersect(const Vec3<T> A[3], const Vec3<T> B[3]) {
   const T nnA = norm2(nA), nnB = norm2(nB);
   const T la = norm2(a1) * norm2(a2), lb = norm2(b1) * norm2(b2);
   if (nnA <= Eps<T>::degenerate * la || nnB <= Eps<T>::degenerate * lb)
-    return triangles_intersect_exact(A, B);
+    return triangles_intersect_by_distance(A, B);
 
   // Step 1: A's vertices against B's plane. The separating case is by far the commonest in a
   // BVH leaf, so test it before paying for the bands.
@@ -85,21 +85,21 @@ CN_HD bool triangles_intersect(const Vec3<T> A[3], const Vec3<T> B[3]) {
     // Sure unless the nearest vertex is within the band of the plane.
     bool sure = true;
     for (int i = 0; i < 3; ++i) sure = sure && sA[i] * sA[i] > TriBand<T>::rel2 * lb * norm2(A[i] - B[0]);
-    return sure ? false : triangles_intersect_exact(A, B);
+    return sure ? false : triangles_intersect_by_distance(A, B);
   }
   T sB[3];
   for (int i = 0; i < 3; ++i) sB[i] = dot(nA, B[i] - A[0]);
   if (same_strict_side(sB[0], sB[1], sB[2])) {
     bool sure = true;
     for (int i = 0; i < 3; ++i) sure = sure && sB[i] * sB[i] > TriBand<T>::rel2 * la * norm2(B[i] - A[0]);
-    return sure ? false : triangles_intersect_exact(A, B);
+    return sure ? false : triangles_intersect_by_distance(A, B);
   }
   // Both triangles straddle the other's plane. Every vertex must be surely off the other plane,
   // else (touching, coplanar) the exact test decides.
   for (int i = 0; i < 3; ++i) {
     if (!(sA[i] * sA[i] > TriBand<T>::rel2 * lb * norm2(A[i] - B[0])) ||
         !(sB[i] * sB[i] > TriBand<T>::rel2 * la * norm2(B[i] - A[0])))
-      return triangles_intersect_exact(A, B);
+      return triangles_intersect_by_distance(A, B);
   }
 
   // Step 2: canonical order (see the header comment).
@@ -125,7 +125,7 @@ CN_HD bool triangles_intersect(const Vec3<T> A[3], const Vec3<T> B[3]) {
   const T j_vs_l = orient3d(p1, r1, r2, p2, sure2);
   if (sure2 && j_vs_l > T(0)) return false;  // T1's interval starts after T2's ends
   if (sure1 && sure2) return true;
-  return triangles_intersect_exact(A, B);
+  return triangles_intersect_by_distance(A, B);
 }
 
 }  // namespace contactnet
