@@ -57,9 +57,12 @@ def energy(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionL
 
 
 def gradient_hessian(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionLag, x,
-                     cand: ipc.Candidates):
-    """Gradient (E, B·12) and dense PSD-projected Hessian (E, B·12, B·12) of `energy`."""
-    return affine_potential_derivatives(*_fused_args(scene, c, q, q_hat, w, x_t, lag, x, cand))
+                     cand: ipc.Candidates, frictionless_hessian=None, keep_frictionless: bool = False):
+    """Gradient (E, B·12) and dense PSD-projected Hessian (E, B·12, B·12) of `energy`; with
+    keep_frictionless, also the Hessian of every term but friction, which a later call at the same
+    q and w may pass back as frictionless_hessian (`ipc.affine_potential_derivatives`)."""
+    return affine_potential_derivatives(*_fused_args(scene, c, q, q_hat, w, x_t, lag, x, cand),
+                                        frictionless_hessian, keep_frictionless)
 
 
 def energy_reference(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionLag, x,
@@ -87,8 +90,14 @@ def energy_reference(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag:
 
 
 def gradient_hessian_reference(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag: FrictionLag, x,
-                               cand: ipc.Candidates):
-    """`gradient_hessian` composed of torch, the per-candidate ops and the fused chain rule."""
+                               cand: ipc.Candidates, frictionless_hessian=None, keep_frictionless: bool = False):
+    """`gradient_hessian` composed of torch, the per-candidate ops and the fused chain rule; it
+    ignores frictionless_hessian (computing everything afresh is the reference of reusing it)."""
+    if keep_frictionless:
+        none = lag.candidates.face_vertex[:0]
+        no_friction = FrictionLag(ipc.Candidates(none, none), lag.mu[:0])
+        _, kept = gradient_hessian_reference(scene, c, q, q_hat, w, x_t, no_friction, x, cand)
+        return (*gradient_hessian_reference(scene, c, q, q_hat, w, x_t, lag, x, cand), kept)
     E, B = scene.num_envs, scene.max_bodies
     n, h2 = 12 * B, c.dt ** 2
     dq = q - q_hat

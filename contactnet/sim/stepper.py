@@ -146,6 +146,7 @@ class Stepper:
         self._fixed_dofs = (fixed, fixed[:, :, None] | fixed[:, None, :], fixed.to(self.dtype))
         self.kappa = float(kappa) if kappa is not None else self._auto_kappa()
         self._end_contacts = None  # (q, d̂, positions, pairs within d̂) at the end of the last step
+        self._frictionless = None  # (q, w, coefficients, Hessian but friction's) of the last Newton iteration
         self._coefficients = potential.Coefficients(self.dt, self.dhat, self.kappa, self.eps_v)
         self._check_initial_state()
 
@@ -207,12 +208,38 @@ class Stepper:
         cand = self._candidates(x, q) if cand is None else cand
         return potential.energy(self.packed, self._coefficients, q, q_hat, w, x_t, lag, x, cand)
 
-    def _gradient_hessian(self, q, q_hat, w, x_t, lag, cand: ipc.Candidates | None = None):
+    def _gradient_hessian(self, q, q_hat, w, x_t, lag, cand: ipc.Candidates | None = None,
+                          mode: StepMode | None = None, listed: torch.Tensor | None = None):
         """Gradient (E, B·12) and dense PSD-projected Hessian (E, B·12, B·12) of the potential
-        (cand as in `_energy`)."""
+        (cand as in `_energy`).
+
+        With a mode that reuses between steps, each environment keeps the Hessian of every term but
+        friction from its last call whose `cand` listed its pairs (listed (E,) bool; None: all),
+        and a call where every environment's kept state is q and w takes those instead of computing
+        them: a converged step's last Newton iteration is at the next step's start, which then
+        computes only the gradient and friction (the barrier's projections are most of a
+        contact-rich step's cost)."""
         x = self.positions(q)
         cand = self._candidates(x, q) if cand is None else cand
-        return potential.gradient_hessian(self.packed, self._coefficients, q, q_hat, w, x_t, lag, x, cand)
+        c = self._coefficients
+        if mode is None or not mode.reuses_between_steps:
+            return potential.gradient_hessian(self.packed, c, q, q_hat, w, x_t, lag, x, cand)
+        last = self._frictionless
+        reuse = None
+        if last is not None and last[2] == c and torch.equal(last[0], q) and torch.equal(last[1], w):
+            reuse = last[3]
+        grad, H, kept = potential.gradient_hessian(self.packed, c, q, q_hat, w, x_t, lag, x, cand,
+                                                   frictionless_hessian=reuse, keep_frictionless=True)
+        if listed is not None and not bool(listed.all()):
+            # The other environments' pairs are not in cand: theirs stay as this step left them.
+            if last is None or last[1] is not w:
+                self._frictionless = None
+                return grad, H
+            q = torch.where(listed[:, None, None], q, last[0])
+            kept = torch.where(listed[:, None, None], kept, last[3])
+        # q's clone: the state a user may change in place afterwards may be this very tensor.
+        self._frictionless = (q.clone(), w, c, kept)
+        return grad, H
 
     # The tests' oracles reach the parts through these.
     def _chain_rule(self, st, lg, lh, is_fv):
@@ -301,9 +328,10 @@ class Stepper:
         done = torch.zeros(E, dtype=torch.bool, device=self.device)
         converged = torch.zeros(E, dtype=torch.bool, device=self.device)
         iterations = torch.zeros(E, dtype=torch.int64, device=self.device)
+        listed = None  # the environments whose pairs `near` lists (None: all)
         it = 0
         for it in range(1, mode.newton_iterations + 1):
-            grad, H = self._gradient_hessian(q, q_hat, w, x_t, lag, near)
+            grad, H = self._gradient_hessian(q, q_hat, w, x_t, lag, near, mode, listed)
             dq, factorised = self._solve(grad, H, mode)
             dq = mode.screen(dq.reshape(E, B, 12), factorised)
             small = contact_search.displacement_bound(self.packed, dq) <= self.tolerance * self.dt
@@ -318,7 +346,8 @@ class Stepper:
             # or comes within d̂ (line-search energies, the next Newton iteration) on the way.
             q1 = q + dq
             x0, x1 = self.positions(q), self.positions(q1)
-            near = mode.search(self.packed, x0, x1, self.dhat, q, q1, ~done)
+            listed = ~done
+            near = mode.search(self.packed, x0, x1, self.dhat, q, q1, listed)
             alpha = self._ccd(x0, x1, near)
             accepted = done.clone()
             for _ in range(mode.line_search_trials):

@@ -7,9 +7,14 @@
 //     vertex_body (V,) int64 flat body e·B + b, fv, ee (candidates closer than d̂, a superset),
 //     lagged_vertices (V, 3), lag_fv, lag_ee (friction's lagged candidates), lag_mu (Nlag,),
 //     dt, dhat, kappa, eps_v) -> (E,) the potential of every environment.
-// ipc_affine_potential_derivatives(same) -> gradient (E, 12B), hessian (E, 12B, 12B): the
+// ipc_affine_potential_derivatives(same, frictionless_hessian?, keep_frictionless)
+//     -> gradient (E, 12B), hessian (E, 12B, 12B), frictionless (E, 12B, 12B) or (0,): the
 //     gradient and the PSD-projected Hessian (orthogonality and barrier terms projected per body
 //     and per candidate, friction PSD by construction), in q order (p, a1, a2, a3) per body.
+//     The Hessian of every term but friction depends only on q (and the pairs within d̂ there):
+//     keep_frictionless returns it as well, and a later call at the same q may hand it back as
+//     frictionless_hessian, which the op then uses as it is, computing only the gradient and
+//     friction's Hessian (a step's last Newton iteration and the next step's first share q).
 //
 // ipc_affine_positions(q (nb, 12), rest_vertices (V, 3), vertex_body (V,) int64 in [0, nb))
 //     -> (V, 3) x = A x0 + p of every vertex under its body's affine map.
@@ -29,6 +34,7 @@
 #pragma once
 
 #include <limits>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -103,6 +109,7 @@ struct AffineBodyFunctor {
         for (int j = 0; j < 3; ++j) s += C[a][j] * A[j][i];
         g[3 + 3 * a + i] += h2 * T(4) * wa * s;
       }
+    if (!hess) return;  // the gradient only (the caller reuses a Hessian)
     T AtA[3][3];
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 3; ++j) {
@@ -343,21 +350,28 @@ void add_by_body(const F& f, const at::Tensor& body, int64_t num_bodies) {
 }
 
 template <typename L>
-std::tuple<at::Tensor, at::Tensor> ipc_affine_potential_derivatives_impl(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_impl(
     const at::Tensor& q, const at::Tensor& q_hat, const at::Tensor& weight,
     const at::Tensor& mass, const at::Tensor& ortho, const at::Tensor& vertices,
     const at::Tensor& rest, const at::Tensor& faces, const at::Tensor& edges,
     const at::Tensor& vertex_body, const at::Tensor& fv, const at::Tensor& ee,
     const at::Tensor& lagged, const at::Tensor& lag_fv, const at::Tensor& lag_ee,
-    const at::Tensor& lag_mu, double dt, double dhat, double kappa, double eps_v) {
+    const at::Tensor& lag_mu, double dt, double dhat, double kappa, double eps_v,
+    const std::optional<at::Tensor>& frictionless_hessian, bool keep_frictionless) {
   check_affine_potential_inputs(q, q_hat, weight, mass, ortho, vertices, rest, faces, edges,
                                 vertex_body, fv, ee, lagged, lag_fv, lag_ee, lag_mu, dt, dhat,
                                 kappa, eps_v);
   const int64_t E = q.size(0), B = q.size(1), n = 12 * B;
+  const bool reuse = frictionless_hessian.has_value();
+  if (reuse) {
+    check_float_input(*frictionless_hessian, "frictionless_hessian", {E, n, n});
+    check_same_device_dtype(*frictionless_hessian, "frictionless_hessian", q, "q");
+  }
   const double h2 = dt * dt;
   at::Tensor grad = at::empty({E, n}, q.options());
-  at::Tensor hess = at::zeros({E, n, n}, q.options());
-  // Candidates' stencil derivatives carried to their two bodies and added into the dense system.
+  at::Tensor hess = reuse ? frictionless_hessian->clone() : at::zeros({E, n, n}, q.options());
+  // Candidates' stencil derivatives carried to their two bodies and added into the dense system
+  // (the gradient only when local_hess is undefined).
   auto add_contacts = [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& local_grad,
                           const at::Tensor& local_hess) {
     const CandidateBodies cb = candidate_bodies(faces, edges, a, b, vertex_body, L::cheap);
@@ -379,7 +393,8 @@ std::tuple<at::Tensor, at::Tensor> ipc_affine_potential_derivatives_impl(
              AffineBodyFunctor<scalar_t>{q.data_ptr<scalar_t>(), q_hat.data_ptr<scalar_t>(),
                                          weight.data_ptr<scalar_t>(), mass.data_ptr<scalar_t>(),
                                          ortho.data_ptr<scalar_t>(), scalar_t(h2), B, nullptr,
-                                         grad.data_ptr<scalar_t>(), hess.data_ptr<scalar_t>()});
+                                         grad.data_ptr<scalar_t>(),
+                                         reuse ? nullptr : hess.data_ptr<scalar_t>()});
   });
   // On the CPU, only the candidates closer than d̂ (the others add exact zeros; a Newton step's
   // list is mostly such): a distance pass instead of the Hessian launch's per-candidate work. On
@@ -392,10 +407,14 @@ std::tuple<at::Tensor, at::Tensor> ipc_affine_potential_derivatives_impl(
     // The projected-Hessian launch may share features and then writes Hessians only.
     at::Tensor g = std::get<1>(ipc_barrier_potential_impl(vertices, rest, faces, edges, afv, aee,
                                                           dhat, h2 * kappa, 1, false, L::cheap));
-    at::Tensor h = std::get<2>(ipc_barrier_potential_impl(vertices, rest, faces, edges, afv, aee,
-                                                          dhat, h2 * kappa, 2, true, L::hessian));
+    at::Tensor h;
+    if (!reuse)
+      h = std::get<2>(ipc_barrier_potential_impl(vertices, rest, faces, edges, afv, aee, dhat,
+                                                 h2 * kappa, 2, true, L::hessian));
     add_contacts(afv, aee, g, h);
   }
+  // Friction adds last, so a reused Hessian gets its terms in the order a fresh one would.
+  at::Tensor frictionless = keep_frictionless ? hess.clone() : at::empty({0}, q.options());
   if (lag_fv.size(0) + lag_ee.size(0) > 0) {
     const at::Tensor u = vertices.sub(lagged);
     const at::Tensor scale = lag_mu.mul(h2);
@@ -405,7 +424,7 @@ std::tuple<at::Tensor, at::Tensor> ipc_affine_potential_derivatives_impl(
                                      1.0, eps_v * dt, 2, L::heavy);
     add_contacts(lag_fv, lag_ee, g.mul_(scale.unsqueeze(1)), h.mul_(scale.view({-1, 1, 1})));
   }
-  return {grad, hess};
+  return {grad, hess, frictionless};
 }
 
 template <typename L>

@@ -41,7 +41,7 @@ namespace contactnet {
 template <typename T>
 struct BodyPairDerivativesFunctor {
   const T* g;             // (N, 12)
-  const T* H;             // (N, 12, 12)
+  const T* H;             // (N, 12, 12), or null: gradients only
   const int64_t* st;      // (N, 4)
   const bool* is_fv;      // (N,)
   const T* rest;          // (V, 3)
@@ -70,6 +70,7 @@ struct BodyPairDerivativesFunctor {
     const int64_t n = index / 4;
     const int s = static_cast<int>(index / 2 % 2), t = static_cast<int>(index % 2);
     const bool sum = body_index != nullptr;
+    if (!H && t != 0) return;
     T block[144], gblock[12];
     T* out = sum ? block : hess + index * 144;
     T* gout = sum ? gblock : grad + (2 * n + s) * 12;
@@ -89,10 +90,10 @@ struct BodyPairDerivativesFunctor {
       xbar[v][0] = T(1);
       for (int c = 0; c < 3; ++c) xbar[v][1 + c] = rest[3 * sv[v] + c];
     }
-    const T* Hn = H + n * 144;
+    const T* Hn = H ? H + n * 144 : nullptr;
     // Most candidates of a search lie beyond d̂ and have a zero Hessian: skip their products.
     bool nonzero = false;
-    for (int r = 3 * s0; r < 3 * s1 && !nonzero; ++r)
+    for (int r = 3 * s0; r < 3 * s1 && Hn && !nonzero; ++r)
       for (int c = 3 * t0; c < 3 * t1; ++c) nonzero |= Hn[r * 12 + c] != T(0);
     for (int i = 0; i < 3 && nonzero; ++i)
       for (int j = 0; j < 3; ++j) {
@@ -172,7 +173,8 @@ BodyPairDerivativesFunctor<T> body_pair_functor(const at::Tensor& local_gradient
                                                 const at::Tensor& rest, at::Tensor& grad,
                                                 at::Tensor& hess, const int64_t* body_index,
                                                 const int64_t* block_index) {
-  return {local_gradient.data_ptr<T>(), local_hessian.data_ptr<T>(), stencils.data_ptr<int64_t>(),
+  return {local_gradient.data_ptr<T>(),
+          local_hessian.defined() ? local_hessian.data_ptr<T>() : nullptr, stencils.data_ptr<int64_t>(),
           is_face_vertex.data_ptr<bool>(), rest.data_ptr<T>(), grad.data_ptr<T>(),
           hess.data_ptr<T>(), body_index, block_index};
 }

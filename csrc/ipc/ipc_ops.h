@@ -16,6 +16,7 @@
 //               atomic on a device
 #pragma once
 
+#include <cstring>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -176,16 +177,18 @@ struct IpcOps {
                                         vertex_body, fv, ee, lagged, lag_fv, lag_ee, lag_mu, dt,
                                         dhat, kappa, eps_v);
   }
-  static std::tuple<Tensor, Tensor> affine_potential_derivatives(
+  static std::tuple<Tensor, Tensor, Tensor> affine_potential_derivatives(
       const Tensor& q, const Tensor& q_hat, const Tensor& weight, const Tensor& mass,
       const Tensor& ortho, const Tensor& vertices, const Tensor& rest, const Tensor& faces,
       const Tensor& edges, const Tensor& vertex_body, const Tensor& fv, const Tensor& ee,
       const Tensor& lagged, const Tensor& lag_fv, const Tensor& lag_ee, const Tensor& lag_mu,
-      double dt, double dhat, double kappa, double eps_v) {
+      double dt, double dhat, double kappa, double eps_v, const OptTensor& frictionless_hessian,
+      bool keep_frictionless) {
     return ipc_affine_potential_derivatives_impl<L>(q, q_hat, weight, mass, ortho, vertices, rest,
                                                     faces, edges, vertex_body, fv, ee, lagged,
                                                     lag_fv, lag_ee, lag_mu, dt, dhat, kappa,
-                                                    eps_v);
+                                                    eps_v, frictionless_hessian,
+                                                    keep_frictionless);
   }
 };
 
@@ -291,8 +294,10 @@ void for_each_ipc_op(Visit&& visit) {
       "Tensor lag_mu, float dt, float dhat, float kappa, float eps_v)";
   visit("ipc_affine_potential", (std::string(affine) + " -> Tensor").c_str(),
         &Ops::affine_potential);
+  const std::string derivatives = std::string(affine).substr(0, std::strlen(affine) - 1) +
+                                  ", Tensor? frictionless_hessian=None, bool keep_frictionless=False)";
   visit("ipc_affine_potential_derivatives",
-        (std::string(affine) + " -> (Tensor gradient, Tensor hessian)").c_str(),
+        (derivatives + " -> (Tensor gradient, Tensor hessian, Tensor frictionless)").c_str(),
         &Ops::affine_potential_derivatives);
 }
 

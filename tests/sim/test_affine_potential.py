@@ -86,6 +86,27 @@ def test_fused_derivatives_are_the_same_bits_on_any_number_of_threads(envs):
     assert torch.equal(g1, g2) and torch.equal(H1, H2)
 
 
+def test_frictionless_hessian_kept_and_reused_gives_the_same_bits():
+    """keep_frictionless returns the Hessian of every term but friction (the call with no friction
+    pairs); passed back at the same state, the op computes only the gradient and friction's part
+    and returns the same gradient and Hessian, bit for bit."""
+    sim = Stepper([tilted_stack(0.02), tilted_stack(0.05)], mu=0.4)
+    for _ in range(5):
+        sim.step()
+    args = potential_inputs(sim, 1)
+    packed, c, q, q_hat, w, x_t, lag, x, cand = args
+    assert cand.count > 0 and lag.candidates.count > 0
+    g, H, kept = potential.gradient_hessian(*args, keep_frictionless=True)
+    none = lag.candidates.face_vertex[:0]
+    no_friction = potential.FrictionLag(ipc.Candidates(none, none), lag.mu[:0])
+    _, H_frictionless = potential.gradient_hessian(packed, c, q, q_hat, w, x_t, no_friction, x, cand)
+    assert torch.equal(kept, H_frictionless) and not torch.equal(kept, H)
+    g2, H2, kept2 = potential.gradient_hessian(*args, frictionless_hessian=kept.clone(), keep_frictionless=True)
+    assert torch.equal(g2, g) and torch.equal(H2, H) and torch.equal(kept2, kept)
+    with pytest.raises(ValueError, match="frictionless_hessian"):
+        potential.gradient_hessian(*args, frictionless_hessian=kept[:1])
+
+
 def test_fused_gradient_matches_finite_differences():
     sim = Stepper(tilted_stack(), mu=0.4)
     for _ in range(3):
@@ -235,6 +256,40 @@ def test_trajectories_equal_the_unfused_unpruned_stepper(monkeypatch):
     assert float((bowl - bowl_ref).abs().max()) < 1e-9
     unpruned_stack, unpruned_bowl = run(False, pruned=False)
     assert torch.equal(stack, unpruned_stack) and torch.equal(bowl, unpruned_bowl)
+
+
+def test_reusing_the_last_iterations_hessian_changes_no_bit(monkeypatch):
+    """A step starts where the last one's final Newton iteration was, and takes that iteration's
+    Hessian of every term but friction instead of computing it again: the trajectories of a tilted
+    stack with friction and of the shaken bowl are the same bits as with every Hessian computed
+    afresh. A state changed in place between steps (reset) is not served a stale Hessian."""
+    calls = {"reused": 0}
+    real = potential.gradient_hessian
+
+    def counted(*args, frictionless_hessian=None, **kwargs):
+        calls["reused"] += frictionless_hessian is not None
+        return real(*args, frictionless_hessian=frictionless_hessian, **kwargs)
+
+    def afresh(*args, frictionless_hessian=None, **kwargs):
+        return real(*args, **kwargs)
+
+    def run(gradient_hessian):
+        with monkeypatch.context() as m:
+            m.setattr(potential, "gradient_hessian", gradient_hessian)
+            sims = [Stepper([tilted_stack(0.02), tilted_stack(0.05)], mu=0.4), Stepper([scenes.bowl_shake(seed=1)])]
+            out = []
+            for sim in sims:
+                for k in range(30):
+                    if k == 20:
+                        sim.q.copy_(sim.packed.q_init)  # in place: the kept Hessian's state is gone
+                        sim.qdot.zero_()
+                    sim.step()
+                out.append(sim.positions(sim.q))
+            return out
+
+    reused, fresh = run(counted), run(afresh)
+    assert calls["reused"] >= 40
+    assert all(torch.equal(a, b) for a, b in zip(reused, fresh))
 
 
 def _settled_stacks() -> Stepper:

@@ -97,14 +97,27 @@ def affine_potential(q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest
 
 def affine_potential_derivatives(q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges,
                                  vertex_body, candidates: Candidates, lagged_vertices, lag_candidates: Candidates,
-                                 lag_mu, dt: float, dhat: float, kappa: float,
-                                 eps_v: float) -> tuple[torch.Tensor, torch.Tensor]:
+                                 lag_mu, dt: float, dhat: float, kappa: float, eps_v: float,
+                                 frictionless_hessian: torch.Tensor | None = None,
+                                 keep_frictionless: bool = False):
     """Gradient (E, 12B) and dense Hessian (E, 12B, 12B) of `affine_potential` (same arguments) in
     q, DOFs 12·b + k. The Hessian is Newton's: the orthogonality term projected to PSD per body, the
-    barrier per candidate (clamped eigenvalues), friction PSD by construction."""
-    return torch.ops.contactnet.ipc_affine_potential_derivatives(*_args(
+    barrier per candidate (clamped eigenvalues), friction PSD by construction.
+
+    The Hessian of every term but friction depends only on q, weight and the pairs within d̂ at q
+    (most of the cost: the barrier's projections). keep_frictionless=True returns it as a third
+    (E, 12B, 12B) tensor; an earlier call's, at the same q, weight, dt, dhat and kappa, passed back
+    as frictionless_hessian is used as it is (not checked: the caller vouches for it), and the op
+    then computes only the gradient and friction's Hessian. The result is the same, bit for bit,
+    when both calls list the pairs within d̂ in the same order."""
+    if frictionless_hessian is not None:
+        n = 12 * q.shape[1]
+        check_float_tensor(frictionless_hessian, "frictionless_hessian", (q.shape[0], n, n))
+        check_same_device(frictionless_hessian, "frictionless_hessian", q, "q")
+    out = torch.ops.contactnet.ipc_affine_potential_derivatives(*_args(
         q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body, candidates,
-        lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v))
+        lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v), frictionless_hessian, bool(keep_frictionless))
+    return out if keep_frictionless else out[:2]
 
 
 def affine_contact_forces(vertices, lagged_vertices, rest_vertices, faces, edges, vertex_body,
@@ -160,6 +173,7 @@ def _(q, *args):
 
 
 @torch.library.register_fake("contactnet::ipc_affine_potential_derivatives")
-def _(q, *args):
-    n = 12 * q.shape[1]
-    return q.new_empty((q.shape[0], n)), q.new_empty((q.shape[0], n, n))
+def _(q, *args, keep_frictionless=False, **kwargs):
+    n, keep = 12 * q.shape[1], args[20] if len(args) > 20 else keep_frictionless
+    return (q.new_empty((q.shape[0], n)), q.new_empty((q.shape[0], n, n)),
+            q.new_empty((q.shape[0], n, n) if keep else (0,)))
