@@ -208,8 +208,11 @@ class NeighbourList:
     Same pairs within reach as `search`; a superset only of the pairs that never come within reach,
     which CCD and the potential ignore (CCD's conservative stop may differ for those, safely)."""
 
-    def __init__(self, max_margin: float = 4.0):
-        self.max_margin = max_margin  # in units of reach
+    def __init__(self, max_margin: float = 1.0):
+        # In units of reach. Short lists pay: every query prunes its whole list, and with moves up
+        # to reach / 2 kept (margins up to reach) the shaken bowls step 1.1-1.4x faster than with
+        # 4 (lists with margins up to 4 reach), though more moves are searched alone.
+        self.max_margin = max_margin
         self.reach: float | None = None
         self.q: torch.Tensor | None = None  # (E, B, 12) each environment's base state
         self.margin: torch.Tensor | None = None  # (E,) its m (less 1e-9 relative, for rounding); -1: no list
