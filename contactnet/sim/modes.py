@@ -48,6 +48,11 @@ def report_unconverged(on_failure: str, unconverged: torch.Tensor, total: int, s
     warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel + 1)
 
 
+def diagonal_scale(H: torch.Tensor) -> torch.Tensor:
+    """(E,) the largest |diagonal entry| of each system (E, n, n): the unit of a shift."""
+    return torch.diagonal(H, dim1=1, dim2=2).abs().amax(1).clamp_min(1e-300)
+
+
 class StepMode(abc.ABC):
     """The parts of a step that depend on the mode, in the order `Stepper._step` calls them; and a
     per-step candidate-overflow flag (for `StepInfo`)."""
@@ -77,8 +82,9 @@ class StepMode(abc.ABC):
         """The step's starting energy (E,) is known; Newton iterations follow."""
 
     @abc.abstractmethod
-    def solve(self, H, grad, scale) -> tuple[torch.Tensor, torch.Tensor]:
-        """Newton direction −H⁻¹g (E, n) and (E,) bool: H factorised; scale (E,) sizes shifts."""
+    def solve(self, H, grad) -> tuple[torch.Tensor, torch.Tensor]:
+        """Newton direction −H⁻¹g (E, n) and (E,) bool: H factorised (shifts, where needed, are
+        multiples of `diagonal_scale(H)`)."""
 
     @abc.abstractmethod
     def screen(self, dq: torch.Tensor, factorised: torch.Tensor) -> torch.Tensor:
@@ -130,15 +136,17 @@ class Adaptive(StepMode):
         to the contacts of the environments still iterating, not to the scene."""
         return self.neighbours.query(scene, x0, x1, reach, q0, q1, active)
 
-    def solve(self, H, grad, scale):
+    def solve(self, H, grad):
         """−H⁻¹g, shifting only environments whose H does not factorise (flat shells, free affine
-        modes) by growing multiples of `scale`; and (E,) bool: H factorised."""
+        modes) by growing multiples of H's diagonal scale; and (E,) bool: H factorised."""
         shift = torch.zeros(H.shape[0], dtype=H.dtype, device=H.device)
         x, ok = ipc.cholesky_solve(H, grad, shift)  # nearly always enough
+        scale = None
         for _ in range(7):
             bad = ~ok
             if not bool(bad.any()):
                 break
+            scale = diagonal_scale(H) if scale is None else scale
             shift = torch.where(bad, torch.where(shift == 0, 1e-12, shift * 100), shift)
             x, ok = ipc.cholesky_solve(H, grad, shift * scale)
         return -x, ok
@@ -199,9 +207,10 @@ class FixedShape(StepMode):
         self.step_overflow |= found.overflow
         return found.candidates
 
-    def solve(self, H, grad, scale):
+    def solve(self, H, grad):
         """−H⁻¹g with the first of a fixed ladder of shifts that factorises; 0 where none does
         (non-finite where grad or H are); and (E,) bool: H factorised."""
+        scale = diagonal_scale(H)
         eye = torch.eye(H.shape[1], dtype=H.dtype, device=H.device)
         L, info = torch.linalg.cholesky_ex(H)
         for shift in (1e-9, 1e-4):

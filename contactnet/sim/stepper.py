@@ -201,17 +201,17 @@ class Stepper:
         """Friction's lagged pairs: `cand`, the pairs within d̂ at the step's start, with their μ."""
         return FrictionLag(cand, self.packed.pair_friction(ipc.candidate_stencils(self.faces, self.edges, cand)))
 
-    def _energy(self, q, q_hat, w, x_t, lag, cand: ipc.Candidates | None = None) -> torch.Tensor:
+    def _energy(self, q, q_hat, w, x_t, lag, cand: ipc.Candidates | None = None, x=None) -> torch.Tensor:
         """(E,) incremental potential of every environment at q. cand: a superset of the pairs
-        closer than d̂ at q (searched when None)."""
-        x = self.positions(q)
+        closer than d̂ at q (searched when None); x: the positions at q (computed when None)."""
+        x = self.positions(q) if x is None else x
         cand = self._candidates(x, q) if cand is None else cand
         return potential.energy(self.packed, self._coefficients, q, q_hat, w, x_t, lag, x, cand)
 
     def _gradient_hessian(self, q, q_hat, w, x_t, lag, cand: ipc.Candidates | None = None,
-                          mode: StepMode | None = None, listed: torch.Tensor | None = None):
+                          mode: StepMode | None = None, listed: torch.Tensor | None = None, x=None):
         """Gradient (E, B·12) and dense PSD-projected Hessian (E, B·12, B·12) of the potential
-        (cand as in `_energy`).
+        (cand and x as in `_energy`).
 
         With a mode that reuses between steps, each environment keeps the Hessian of every term but
         friction from its last call whose `cand` listed its pairs (listed (E,) bool; None: all),
@@ -219,7 +219,7 @@ class Stepper:
         them: a converged step's last Newton iteration is at the next step's start, which then
         computes only the gradient and friction (the barrier's projections are most of a
         contact-rich step's cost)."""
-        x = self.positions(q)
+        x = self.positions(q) if x is None else x
         cand = self._candidates(x, q) if cand is None else cand
         c = self._coefficients
         if mode is None or not mode.reuses_between_steps:
@@ -258,9 +258,7 @@ class Stepper:
         fixed, fixed_block, fixed_diagonal = self._fixed_dofs
         H.masked_fill_(fixed_block, 0.0)
         H.diagonal(dim1=1, dim2=2).add_(fixed_diagonal)
-        grad = grad.masked_fill(fixed, 0.0)
-        scale = torch.diagonal(H, dim1=1, dim2=2).abs().amax(1).clamp_min(1e-300)
-        return mode.solve(H, grad, scale)
+        return mode.solve(H, grad.masked_fill(fixed, 0.0))
 
     def _ccd(self, x0, x1, cand: ipc.Candidates) -> torch.Tensor:
         """(E,) largest collision-free fraction of the move x0 → x1 (V, 3) (conservative). cand: a
@@ -323,7 +321,8 @@ class Stepper:
         x_t, near = self._contacts_at_start(mode)
         lag = self._friction_lag(near)
         q = self.q.clone()
-        energy = self._energy(q, q_hat, w, x_t, lag, near)
+        x = x_t  # the positions at q, kept along with it
+        energy = self._energy(q, q_hat, w, x_t, lag, near, x)
         mode.begin_newton(energy)
         done = torch.zeros(E, dtype=torch.bool, device=self.device)
         converged = torch.zeros(E, dtype=torch.bool, device=self.device)
@@ -331,7 +330,7 @@ class Stepper:
         listed = None  # the environments whose pairs `near` lists (None: all)
         it = 0
         for it in range(1, mode.newton_iterations + 1):
-            grad, H = self._gradient_hessian(q, q_hat, w, x_t, lag, near, mode, listed)
+            grad, H = self._gradient_hessian(q, q_hat, w, x_t, lag, near, mode, listed, x)
             dq, factorised = self._solve(grad, H, mode)
             dq = mode.screen(dq.reshape(E, B, 12), factorised)
             small = contact_search.displacement_bound(self.packed, dq) <= self.tolerance * self.dt
@@ -345,16 +344,18 @@ class Stepper:
             # One swept search serves the whole segment q → q + dq: every pair that meets (CCD)
             # or comes within d̂ (line-search energies, the next Newton iteration) on the way.
             q1 = q + dq
-            x0, x1 = self.positions(q), self.positions(q1)
+            x1 = self.positions(q1)
             listed = ~done
-            near = mode.search(self.packed, x0, x1, self.dhat, q, q1, listed)
-            alpha = self._ccd(x0, x1, near)
+            near = mode.search(self.packed, x, x1, self.dhat, q, q1, listed)
+            alpha = self._ccd(x, x1, near)
             accepted = done.clone()
             for _ in range(mode.line_search_trials):
                 trial = q + alpha[:, None, None] * dq
-                e_trial = self._energy(trial, q_hat, w, x_t, lag, near)
+                x_trial = self.positions(trial)
+                e_trial = self._energy(trial, q_hat, w, x_t, lag, near, x_trial)
                 ok = (e_trial <= energy + 1e-12 * energy.abs()) & ~accepted
                 q = torch.where(ok[:, None, None], trial, q)
+                x = torch.where(ok[self.packed.vertex_env, None], x_trial, x)
                 energy = torch.where(ok, e_trial, energy)
                 accepted |= ok
                 if mode.stop(accepted):
@@ -363,13 +364,15 @@ class Stepper:
             # No decrease along a descent direction: the iterate is stationary to rounding.
             converged |= ~accepted & ~done
             done |= ~accepted
-        q, converged = mode.settle(q, self.q, converged)
+        settled, converged = mode.settle(q, self.q, converged)
+        x_end = x if settled is q else None  # a mode may take environments back to their old state
+        q = settled
         qdot = torch.where(self.free_dof[..., None], (q - self.q) / self.dt, 0.0)
         qdot = torch.where((self.kind == DYNAMIC)[..., None], qdot, 0.0)
         self._store(mode, "qdot", qdot)
         self._store(mode, "q", q)
         self._store(mode, "time", time_next)
-        info = self._finish(x_t, lag, iterations, converged, it, mode)
+        info = self._finish(x_t, lag, iterations, converged, it, mode, x_end)
         mode.report(converged, stacklevel=3)
         return info
 
@@ -382,10 +385,11 @@ class Stepper:
         x = self.positions(self.q)
         return x, mode.search(self.packed, x, None, self.dhat, self.q)
 
-    def _finish(self, x_t, lag, iterations, converged, it, mode: StepMode) -> StepInfo:
-        """Contact forces (−∇ of barrier and friction per body) and contact statistics."""
+    def _finish(self, x_t, lag, iterations, converged, it, mode: StepMode, x=None) -> StepInfo:
+        """Contact forces (−∇ of barrier and friction per body) and contact statistics (x: the
+        positions at the new q, computed when None)."""
         E, B = self.num_envs, self.max_bodies
-        x = self.positions(self.q)
+        x = self.positions(self.q) if x is None else x
         cand = mode.search(self.packed, x, None, self.dhat, self.q)
         if mode.reuses_between_steps:  # the next step starts here unless q is changed in between
             self._end_contacts = (self.q.clone(), self.dhat, x, cand)
