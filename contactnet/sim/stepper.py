@@ -333,14 +333,12 @@ class Stepper:
             grad, H = self._gradient_hessian(q, q_hat, w, x_t, lag, near, mode, listed, x)
             dq, factorised = self._solve(grad, H, mode)
             dq = mode.screen(dq.reshape(E, B, 12), factorised)
-            small = contact_search.displacement_bound(self.packed, dq) <= self.tolerance * self.dt
-            converged |= small & ~done
-            done |= small
+            # Environments whose step is within tolerance are done (their dq zeroed).
+            dq, done, converged, iterations = ipc.newton_check(dq, self.packed.radius, self.tolerance * self.dt,
+                                                               done, converged, iterations)
             if mode.stop(done):
                 it -= 1
                 break
-            iterations += (~done).long()
-            dq = torch.where(done[:, None, None], 0.0, dq)
             # One swept search serves the whole segment q → q + dq: every pair that meets (CCD)
             # or comes within d̂ (line-search energies, the next Newton iteration) on the way.
             q1 = q + dq
@@ -353,14 +351,11 @@ class Stepper:
                 trial = q + alpha[:, None, None] * dq
                 x_trial = self.positions(trial)
                 e_trial = self._energy(trial, q_hat, w, x_t, lag, near, x_trial)
-                ok = (e_trial <= energy + 1e-12 * energy.abs()) & ~accepted
-                q = torch.where(ok[:, None, None], trial, q)
-                x = torch.where(ok[self.packed.vertex_env, None], x_trial, x)
-                energy = torch.where(ok, e_trial, energy)
-                accepted |= ok
+                # The first decrease is accepted; the others halve their alpha.
+                q, x, energy, accepted, alpha = ipc.line_search_accept(q, trial, x, x_trial, self.packed.vertex_env,
+                                                                       energy, e_trial, accepted, alpha)
                 if mode.stop(accepted):
                     break
-                alpha = torch.where(accepted, alpha, 0.5 * alpha)
             # No decrease along a descent direction: the iterate is stationary to rounding.
             converged |= ~accepted & ~done
             done |= ~accepted

@@ -27,6 +27,7 @@
 #include "ipc/body_derivatives.h"
 #include "ipc/ipc.h"
 #include "ipc/ipc_candidates.h"
+#include "ipc/newton_steps.h"
 
 namespace contactnet {
 
@@ -190,6 +191,18 @@ struct IpcOps {
                                                     eps_v, frictionless_hessian,
                                                     keep_frictionless);
   }
+  static std::tuple<Tensor, Tensor, Tensor, Tensor> newton_check(
+      const Tensor& dq, const Tensor& radius, double limit, const Tensor& done,
+      const Tensor& converged, const Tensor& iterations) {
+    return ipc_newton_check_impl<L>(dq, radius, limit, done, converged, iterations);
+  }
+  static std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> line_search_accept(
+      const Tensor& q, const Tensor& trial, const Tensor& x, const Tensor& x_trial,
+      const Tensor& vertex_env, const Tensor& energy, const Tensor& trial_energy,
+      const Tensor& accepted, const Tensor& alpha) {
+    return ipc_line_search_accept_impl<L>(q, trial, x, x_trial, vertex_env, energy, trial_energy,
+                                          accepted, alpha);
+  }
 };
 
 // Calls visit(name, schema, implementation) for every IPC op, `schema` being the arguments and
@@ -299,6 +312,15 @@ void for_each_ipc_op(Visit&& visit) {
   visit("ipc_affine_potential_derivatives",
         (derivatives + " -> (Tensor gradient, Tensor hessian, Tensor frictionless)").c_str(),
         &Ops::affine_potential_derivatives);
+  visit("ipc_newton_check",
+        "(Tensor dq, Tensor radius, float limit, Tensor done, Tensor converged, Tensor iterations) "
+        "-> (Tensor dq_out, Tensor done_out, Tensor converged_out, Tensor iterations_out)",
+        &Ops::newton_check);
+  visit("ipc_line_search_accept",
+        "(Tensor q, Tensor trial, Tensor x, Tensor x_trial, Tensor vertex_env, Tensor energy, "
+        "Tensor trial_energy, Tensor accepted, Tensor alpha) -> (Tensor q_out, Tensor x_out, "
+        "Tensor energy_out, Tensor accepted_out, Tensor alpha_out)",
+        &Ops::line_search_accept);
 }
 
 }  // namespace contactnet

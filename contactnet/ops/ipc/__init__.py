@@ -3,7 +3,7 @@
 log barrier, the barrier and friction potentials with gradients, (PSD-projected) Hessians and
 their assembly (`potentials`), conservative CCD (`ccd`), and the fused chain rule from contact stencils to affine body pairs
 (`body_derivatives`, the stepper's), and the stepper's whole incremental potential of affine bodies
-with its derivatives in one op each (`affine_potential`), and its batched Newton solves (`cholesky`). C++ on CPU, CUDA on GPU, float32 or float64. Every public
+with its derivatives in one op each (`affine_potential`), its batched Newton solves (`cholesky`) and its Newton loop's per-environment bookkeeping (`newton`). C++ on CPU, CUDA on GPU, float32 or float64. Every public
 name is importable from this package. (The dense torch chain rule to rigid / affine body DOFs, the
 tests' reference, is `contactnet.sim.reference`.)
 
@@ -58,6 +58,7 @@ from contactnet.ops.ipc.candidates import (
 )
 from contactnet.ops.ipc.ccd import ccd_time_of_impact, collision_free_step
 from contactnet.ops.ipc.cholesky import cholesky_solve
+from contactnet.ops.ipc.newton import line_search_accept, newton_check
 from contactnet.ops.ipc.distances import (
     edge_edge_distance_squared,
     edge_edge_distance_squared_gradient,
@@ -127,7 +128,9 @@ __all__ = [
     "friction_potential",
     "friction_potential_gradient",
     "friction_potential_hessian",
+    "line_search_accept",
     "mesh_edges",
+    "newton_check",
     "point_edge_distance_squared",
     "point_edge_distance_squared_gradient",
     "point_edge_distance_squared_hessian",

@@ -1,0 +1,189 @@
+// The Newton loop's per-environment bookkeeping as one op each, so an iteration of the stepper
+// costs two launches here instead of a few dozen small tensor ops (on a CPU each of those costs
+// microseconds of dispatch, more than its arithmetic at the stepper's sizes).
+//
+// ipc_newton_check(dq (E, B, 12), radius (E, B), limit, done (E,) bool, converged (E,) bool,
+//     iterations (E,) int64) -> dq, done, converged, iterations: an environment whose
+//     displacement bound max_b (|Δp_b| + ‖ΔA_b‖_F · radius_b) is <= limit (not NaN) is small;
+//     converged |= small & ~done, done |= small, iterations += ~done (the new done), and the
+//     rows of done environments of dq are zeroed.
+//
+// ipc_line_search_accept(q (E, B, 12), trial (E, B, 12), x (V, 3), x_trial (V, 3),
+//     vertex_env (V,) int64, energy (E,), trial_energy (E,), accepted (E,) bool, alpha (E,))
+//     -> q, x, energy, accepted, alpha: ok = trial_energy <= energy + 1e-12 |energy| and not yet
+//     accepted; where ok, q, the environment's vertices x and energy take the trial's;
+//     accepted |= ok; alpha halves where still not accepted.
+//
+// Both are elementwise (no sums across threads), out of place, float32 or float64, one device;
+// the same comparisons and rounding as the torch expressions they replace, except that the
+// displacement bound's norms may round differently from torch's in the last bit (the order of
+// their sums), which changes a verdict only for a bound exactly at the limit.
+#pragma once
+
+#include <cmath>
+#include <tuple>
+
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+
+#include "common/checks.h"
+#include "common/macros.h"
+
+namespace contactnet {
+
+template <typename T>
+struct NewtonCheckFunctor {
+  const T* dq;      // (E, B, 12)
+  const T* radius;  // (E, B)
+  T limit;
+  int64_t B;
+  const bool* done;
+  const bool* converged;
+  const int64_t* iterations;
+  T* dq_out;
+  bool* done_out;
+  bool* converged_out;
+  int64_t* iterations_out;
+
+  CN_HD void operator()(int64_t e) const {
+    T bound = T(0);
+    bool nan = false;
+    for (int64_t b = 0; b < B; ++b) {
+      const T* d = dq + (e * B + b) * 12;
+      const T p = std::sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+      T a2 = T(0);
+      for (int k = 3; k < 12; ++k) a2 += d[k] * d[k];
+      const T v = p + std::sqrt(a2) * radius[e * B + b];
+      nan |= v != v;
+      bound = v > bound ? v : bound;
+    }
+    const bool small = !nan && bound <= limit;
+    const bool was_done = done[e];
+    const bool now_done = was_done || small;
+    converged_out[e] = converged[e] || (small && !was_done);
+    done_out[e] = now_done;
+    iterations_out[e] = iterations[e] + (now_done ? 0 : 1);
+    for (int64_t k = e * B * 12; k < (e + 1) * B * 12; ++k) dq_out[k] = now_done ? T(0) : dq[k];
+  }
+};
+
+template <typename T>
+struct AcceptEnvFunctor {
+  const T* q;
+  const T* trial;
+  const T* energy;
+  const T* trial_energy;
+  const bool* accepted;
+  const T* alpha;
+  int64_t per_env;  // B · 12
+  T* q_out;
+  T* energy_out;
+  bool* accepted_out;
+  T* alpha_out;
+  bool* ok_out;
+
+  CN_HD void operator()(int64_t e) const {
+    const T en = energy[e];
+    const T slack = T(1e-12) * std::fabs(en);
+    const bool ok = trial_energy[e] <= en + slack && !accepted[e];
+    ok_out[e] = ok;
+    energy_out[e] = ok ? trial_energy[e] : en;
+    const bool acc = accepted[e] || ok;
+    accepted_out[e] = acc;
+    alpha_out[e] = acc ? alpha[e] : T(0.5) * alpha[e];
+    const T* src = ok ? trial : q;
+    for (int64_t k = e * per_env; k < (e + 1) * per_env; ++k) q_out[k] = src[k];
+  }
+};
+
+template <typename T>
+struct AcceptVertexFunctor {
+  const T* x;
+  const T* x_trial;
+  const int64_t* vertex_env;
+  const bool* ok;
+  T* x_out;
+
+  CN_HD void operator()(int64_t v) const {
+    const T* src = ok[vertex_env[v]] ? x_trial : x;
+    for (int c = 0; c < 3; ++c) x_out[3 * v + c] = src[3 * v + c];
+  }
+};
+
+template <typename L>
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_newton_check_impl(
+    const at::Tensor& dq, const at::Tensor& radius, double limit, const at::Tensor& done,
+    const at::Tensor& converged, const at::Tensor& iterations) {
+  check_float_input(dq, "dq", {-1, -1, 12});
+  const int64_t E = dq.size(0), B = dq.size(1);
+  check_float_input(radius, "radius", {E, B});
+  check_same_device_dtype(radius, "radius", dq, "dq");
+  const std::pair<const at::Tensor*, const char*> masks[] = {{&done, "done"}, {&converged, "converged"}};
+  for (const auto& [t, name] : masks) {
+    check_input(*t, name, {E});
+    TORCH_CHECK(t->scalar_type() == at::kBool, name, ": expected bool, got ", t->scalar_type());
+    check_same_device(*t, name, dq, "dq");
+  }
+  check_input(iterations, "iterations", {E});
+  TORCH_CHECK(iterations.scalar_type() == at::kLong, "iterations: expected int64, got ",
+              iterations.scalar_type());
+  check_same_device(iterations, "iterations", dq, "dq");
+  at::Tensor dq_out = at::empty_like(dq), done_out = at::empty_like(done),
+             converged_out = at::empty_like(converged), iterations_out = at::empty_like(iterations);
+  AT_DISPATCH_FLOATING_TYPES(dq.scalar_type(), "ipc_newton_check", [&] {
+    L::cheap(dq, E,
+             NewtonCheckFunctor<scalar_t>{dq.data_ptr<scalar_t>(), radius.data_ptr<scalar_t>(),
+                                          scalar_t(limit), B, done.data_ptr<bool>(),
+                                          converged.data_ptr<bool>(), iterations.data_ptr<int64_t>(),
+                                          dq_out.data_ptr<scalar_t>(), done_out.data_ptr<bool>(),
+                                          converged_out.data_ptr<bool>(),
+                                          iterations_out.data_ptr<int64_t>()});
+  });
+  return {dq_out, done_out, converged_out, iterations_out};
+}
+
+template <typename L>
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_line_search_accept_impl(
+    const at::Tensor& q, const at::Tensor& trial, const at::Tensor& x, const at::Tensor& x_trial,
+    const at::Tensor& vertex_env, const at::Tensor& energy, const at::Tensor& trial_energy,
+    const at::Tensor& accepted, const at::Tensor& alpha) {
+  check_float_input(q, "q", {-1, -1, 12});
+  const int64_t E = q.size(0), B = q.size(1);
+  check_float_input(trial, "trial", {E, B, 12});
+  check_float_input(x, "x", {-1, 3});
+  const int64_t V = x.size(0);
+  check_float_input(x_trial, "x_trial", {V, 3});
+  check_index_input(vertex_env, "vertex_env", {V}, E);
+  const std::pair<const at::Tensor*, const char*> floats[] = {
+      {&trial, "trial"}, {&x, "x"}, {&x_trial, "x_trial"}, {&energy, "energy"},
+      {&trial_energy, "trial_energy"}, {&alpha, "alpha"}};
+  for (const auto& [t, name] : floats) check_same_device_dtype(*t, name, q, "q");
+  check_float_input(energy, "energy", {E});
+  check_float_input(trial_energy, "trial_energy", {E});
+  check_float_input(alpha, "alpha", {E});
+  check_input(accepted, "accepted", {E});
+  TORCH_CHECK(accepted.scalar_type() == at::kBool, "accepted: expected bool, got ",
+              accepted.scalar_type());
+  check_same_device(accepted, "accepted", q, "q");
+  check_same_device(vertex_env, "vertex_env", q, "q");
+  at::Tensor q_out = at::empty_like(q), x_out = at::empty_like(x), energy_out = at::empty_like(energy),
+             accepted_out = at::empty_like(accepted), alpha_out = at::empty_like(alpha),
+             ok = at::empty_like(accepted);
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_line_search_accept", [&] {
+    L::cheap(q, E,
+             AcceptEnvFunctor<scalar_t>{q.data_ptr<scalar_t>(), trial.data_ptr<scalar_t>(),
+                                        energy.data_ptr<scalar_t>(), trial_energy.data_ptr<scalar_t>(),
+                                        accepted.data_ptr<bool>(), alpha.data_ptr<scalar_t>(), B * 12,
+                                        q_out.data_ptr<scalar_t>(), energy_out.data_ptr<scalar_t>(),
+                                        accepted_out.data_ptr<bool>(), alpha_out.data_ptr<scalar_t>(),
+                                        ok.data_ptr<bool>()});
+    L::cheap(q, V,
+             AcceptVertexFunctor<scalar_t>{x.data_ptr<scalar_t>(), x_trial.data_ptr<scalar_t>(),
+                                           vertex_env.data_ptr<int64_t>(), ok.data_ptr<bool>(),
+                                           x_out.data_ptr<scalar_t>()});
+  });
+  return {q_out, x_out, energy_out, accepted_out, alpha_out};
+}
+
+}  // namespace contactnet
