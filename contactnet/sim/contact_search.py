@@ -24,7 +24,7 @@ import torch
 from contactnet.ops import ipc
 from contactnet.sim.packed import ABSENT, PackedScene
 
-__all__ = ["NeighbourList", "PaddedSearch", "body_search", "candidate_distances", "displacement_bound",
+__all__ = ["NeighbourList", "PaddedSearch", "body_search", "candidate_distances", "displacement_bound", "in_envs",
            "relative_displacement_bound", "search", "search_all_primitives", "search_padded",
            "search_padded_all_primitives"]
 
@@ -85,11 +85,16 @@ def search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach:
     return found if active is None else _in_envs(scene, found, active)
 
 
+def in_envs(scene: PackedScene, cand: ipc.Candidates, envs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Nfv,), (Nee,) bool: which pairs of `cand` lie in the environments where envs (E,) is true."""
+    fv, ee = cand
+    return envs[scene.vertex_env[fv[:, 0]]], envs[scene.vertex_env[scene.edges[ee[:, 0], 0]]]
+
+
 def _in_envs(scene: PackedScene, cand: ipc.Candidates, envs: torch.Tensor) -> ipc.Candidates:
     """The pairs of `cand` in the environments where envs (E,) bool is true."""
-    fv, ee = cand
-    return ipc.Candidates(fv[envs[scene.vertex_env[fv[:, 0]]]].contiguous(),
-                          ee[envs[scene.vertex_env[scene.edges[ee[:, 0], 0]]]].contiguous())
+    keep_fv, keep_ee = in_envs(scene, cand, envs)
+    return ipc.Candidates(cand.face_vertex[keep_fv].contiguous(), cand.edge_edge[keep_ee].contiguous())
 
 
 def body_search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float, q0: torch.Tensor,

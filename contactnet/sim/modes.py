@@ -22,6 +22,7 @@ from contactnet.ops import ipc
 from contactnet.ops.ipc.cholesky import cholesky_factor_solve
 from contactnet.sim import contact_search
 from contactnet.sim.packed import PackedScene, checked_script_poses
+from contactnet.sim.potential import FrictionLag
 
 __all__ = ["Adaptive", "CandidateOverflow", "FixedShape", "StepMode", "StepNotConverged"]
 
@@ -81,6 +82,11 @@ class StepMode(abc.ABC):
     def begin_newton(self, energy: torch.Tensor) -> None:
         """The step's starting energy (E,) is known; Newton iterations follow."""
 
+    def friction_pairs(self, scene: PackedScene, lag: FrictionLag, active: torch.Tensor) -> FrictionLag:
+        """Friction's lagged pairs for the coming energies and derivatives; active (E,) bool as in
+        `search` (a mode may leave out the other environments' pairs, as its search does)."""
+        return lag
+
     @abc.abstractmethod
     def solve(self, H, grad) -> tuple[torch.Tensor, torch.Tensor]:
         """Newton direction −H⁻¹g (E, n) and (E,) bool: H factorised (shifts, where needed, are
@@ -135,6 +141,16 @@ class Adaptive(StepMode):
         derivatives and the line-search energies of the next iterations then cost in proportion
         to the contacts of the environments still iterating, not to the scene."""
         return self.neighbours.query(scene, x0, x1, reach, q0, q1, active)
+
+    def friction_pairs(self, scene: PackedScene, lag: FrictionLag, active: torch.Tensor) -> FrictionLag:
+        """The active environments' lagged pairs only (in their order: the sums of those
+        environments keep their bits). Once most environments have converged, the friction terms
+        of all the others would otherwise be most of an iteration's derivatives and energies."""
+        if bool(active.all()):
+            return lag
+        keep_fv, keep_ee = contact_search.in_envs(scene, lag.candidates, active)
+        fv, ee = lag.candidates
+        return FrictionLag(ipc.Candidates(fv[keep_fv], ee[keep_ee]), lag.mu[torch.cat([keep_fv, keep_ee])])
 
     def solve(self, H, grad):
         """−H⁻¹g, shifting only environments whose H does not factorise (flat shells, free affine

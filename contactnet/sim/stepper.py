@@ -328,9 +328,10 @@ class Stepper:
         converged = torch.zeros(E, dtype=torch.bool, device=self.device)
         iterations = torch.zeros(E, dtype=torch.int64, device=self.device)
         listed = None  # the environments whose pairs `near` lists (None: all)
+        friction = lag  # friction's lagged pairs of those environments
         it = 0
         for it in range(1, mode.newton_iterations + 1):
-            grad, H = self._gradient_hessian(q, q_hat, w, x_t, lag, near, mode, listed, x)
+            grad, H = self._gradient_hessian(q, q_hat, w, x_t, friction, near, mode, listed, x)
             dq, factorised = self._solve(grad, H, mode)
             dq = mode.screen(dq.reshape(E, B, 12), factorised)
             # Environments whose step is within tolerance are done (their dq zeroed).
@@ -345,12 +346,13 @@ class Stepper:
             x1 = self.positions(q1)
             listed = ~done
             near = mode.search(self.packed, x, x1, self.dhat, q, q1, listed)
+            friction = mode.friction_pairs(self.packed, lag, listed)
             alpha = self._ccd(x, x1, near)
             accepted = done.clone()
             for _ in range(mode.line_search_trials):
                 trial = q + alpha[:, None, None] * dq
                 x_trial = self.positions(trial)
-                e_trial = self._energy(trial, q_hat, w, x_t, lag, near, x_trial)
+                e_trial = self._energy(trial, q_hat, w, x_t, friction, near, x_trial)
                 # The first decrease is accepted; the others halve their alpha.
                 q, x, energy, accepted, alpha = ipc.line_search_accept(q, trial, x, x_trial, self.packed.vertex_env,
                                                                        energy, e_trial, accepted, alpha)

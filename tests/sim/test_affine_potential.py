@@ -292,6 +292,41 @@ def test_reusing_the_last_iterations_hessian_changes_no_bit(monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(reused, fresh))
 
 
+def test_finished_environments_leave_the_friction_pairs_and_change_no_bit(monkeypatch):
+    """Once an environment has converged, the adaptive mode leaves its friction pairs out of the
+    step's later energies and derivatives (as its search leaves out its contact pairs): the pairs
+    kept are exactly the active environments', in their order, with their μ; and trajectories of
+    two shaken bowls are the same bits as with every environment's friction pairs."""
+    from contactnet.sim.modes import Adaptive
+
+    sim = Stepper([tilted_stack(0.02), tilted_stack(0.05)], mu=0.4)
+    for _ in range(5):
+        sim.step()
+    _, near = sim._contacts_at_start(sim._adaptive)
+    lag = sim._friction_lag(near)
+    active = torch.tensor([False, True])
+    kept = sim._adaptive.friction_pairs(sim.packed, lag, active)
+    fv, ee = lag.candidates
+    env_fv, env_ee = sim.packed.vertex_env[fv[:, 0]], sim.packed.vertex_env[sim.edges[ee[:, 0], 0]]
+    assert torch.equal(kept.candidates.face_vertex, fv[env_fv == 1])
+    assert torch.equal(kept.candidates.edge_edge, ee[env_ee == 1])
+    assert torch.equal(kept.mu, lag.mu[torch.cat([env_fv, env_ee]) == 1])
+    assert 0 < kept.mu.numel() < lag.mu.numel()
+    assert sim._adaptive.friction_pairs(sim.packed, lag, torch.tensor([True, True])) is lag
+
+    def run():
+        sims = Stepper([scenes.bowl_shake(seed=1), scenes.bowl_shake(seed=2)])
+        for _ in range(30):
+            sims.step()
+        return sims.positions(sims.q)
+
+    fewer = run()
+    with monkeypatch.context() as m:
+        m.setattr(Adaptive, "friction_pairs", lambda self, scene, lag, active: lag)
+        every = run()
+    assert torch.equal(fewer, every)
+
+
 def _settled_stacks() -> Stepper:
     sim = Stepper([tilted_stack(0.02), tilted_stack(0.05)], mu=0.4)
     for _ in range(3):
