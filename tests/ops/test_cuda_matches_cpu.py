@@ -274,6 +274,37 @@ def test_affine_potential_and_derivatives():
         for want, got, name in zip(ipc.affine_potential_derivatives(*args, *tail),
                                    ipc.affine_potential_derivatives(*dev, *tail), ("gradient", "hessian")):
             close(want, got, rtol=1e-10, atol=1e-10 * float(want.abs().max()), name=name)
+        # The kept Hessian of all terms but friction, and a call that reuses it (the device's own).
+        _, _, kept = ipc.affine_potential_derivatives(*args, *tail, keep_frictionless=True)
+        _, H_dev, kept_dev = ipc.affine_potential_derivatives(*dev, *tail, keep_frictionless=True)
+        close(kept, kept_dev, rtol=1e-10, atol=1e-10 * float(kept.abs().max()), name="frictionless")
+        _, H_reused = ipc.affine_potential_derivatives(*dev, *tail, frictionless_hessian=kept_dev)
+        close(H_dev.cpu(), H_reused, rtol=1e-12, atol=1e-12 * float(H_dev.abs().max()), name="reused")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_newton_check_and_line_search_accept(dtype):
+    """The Newton loop's bookkeeping ops: flags, counts and copies exactly; the bound's comparison
+    away from the limit."""
+    g = torch.Generator().manual_seed(4)
+    E, B, V = 9, 3, 40
+    dq = (torch.randn(E, B, 12, generator=g, dtype=torch.float64) * 1e-6).to(dtype)
+    dq[2] = 0.0
+    radius = torch.rand(E, B, generator=g, dtype=torch.float64).to(dtype)
+    done = torch.rand(E, generator=g) < 0.3
+    flags = (dq, radius, 2e-6, done, done & (torch.rand(E, generator=g) < 0.5), torch.randint(0, 4, (E,), generator=g))
+    dev = tuple(a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in flags)
+    for want, got in zip(ipc.newton_check(*flags), ipc.newton_check(*dev)):
+        close(want, got, rtol=0, atol=0)
+    q, trial = (torch.randn(E, B, 12, generator=g, dtype=torch.float64).to(dtype) for _ in range(2))
+    x, x_trial = (torch.randn(V, 3, generator=g, dtype=torch.float64).to(dtype) for _ in range(2))
+    energy = torch.randn(E, generator=g, dtype=torch.float64).to(dtype)
+    trial_energy = energy + torch.randn(E, generator=g, dtype=torch.float64).to(dtype)
+    trial_energy[0] = float("nan")
+    args = (q, trial, x, x_trial, torch.randint(0, E, (V,), generator=g), energy, trial_energy,
+            torch.rand(E, generator=g) < 0.3, torch.rand(E, generator=g, dtype=torch.float64).to(dtype))
+    for want, got in zip(ipc.line_search_accept(*args), ipc.line_search_accept(*to_dev(*args))):
+        close(want, got, rtol=0, atol=0)
 
 
 def test_affine_contact_forces():
