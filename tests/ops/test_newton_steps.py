@@ -1,17 +1,20 @@
 """The stepper's Newton bookkeeping ops against the torch expressions they replace, bit for bit:
 random environments, some done / accepted already, steps at the tolerance, NaN, float32."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contactnet.ops import ipc
+from contactnet.sim import contact_search
 
 
 def newton_check_reference(dq, radius, limit, done, converged, iterations):
-    norm = torch.linalg.vector_norm
-    small = (norm(dq[..., :3], dim=-1) + norm(dq[..., 3:], dim=-1) * radius).amax(-1) <= limit
+    # The stepper's displacement bound as the library writes it in torch (it reads scene.radius).
+    small = contact_search.displacement_bound(SimpleNamespace(radius=radius), dq) <= limit
     converged = converged | (small & ~done)
     done = done | small
     return torch.where(done[:, None, None], 0.0, dq), done, converged, iterations + (~done).long()

@@ -30,7 +30,7 @@ def _check_flags(E: int, like: torch.Tensor, like_name: str, **flags) -> None:
 def newton_check(dq, radius, limit: float, done, converged, iterations):
     """One Newton iteration's convergence test, per environment:
 
-        small = (|dq_p| + ‖dq_A‖_F · radius).amax(bodies) <= limit
+        small = (|dq_p| + ‖dq_A‖_F · radius).amax(bodies) <= limit   (contact_search.displacement_bound)
         converged |= small & ~done;  done |= small;  iterations += ~done;  dq[done] = 0
 
     dq (E, B, 12) the Newton steps, radius (E, B) m the bodies' bounding radii, limit m, done and
