@@ -396,6 +396,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
   const double h2 = dt * dt;
   at::Tensor grad = at::empty({E, n}, q.options());
   at::Tensor hess = reuse ? frictionless_hessian->clone() : at::zeros({E, n, n}, q.options());
+  // Adds the parts (candidate, body s, body t) of functor f, candidates of bodies `body` (N, 2),
+  // into the dense system in candidate order.
+  auto add_parts = [&](const auto& f, const at::Tensor& body) {
+    if (q.is_cpu() && E >= at::get_num_threads())
+      add_by_environment(f, body, B, E);
+    else if (q.is_cpu())
+      add_by_body(f, body, E * B);
+    else
+      L::ordered(q, 4 * body.size(0), f);
+  };
   // Candidates' stencil derivatives carried to their two bodies and added into the dense system
   // (the gradient only when local_hess is undefined).
   auto add_contacts = [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& local_grad,
@@ -405,12 +415,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
       auto f = body_pair_functor<scalar_t>(local_grad, local_hess, cb.stencils, cb.is_fv, rest,
                                            grad, hess, cb.body.data_ptr<int64_t>(), nullptr);
       f.dense_bodies = B;
-      if (q.is_cpu() && E >= at::get_num_threads())
-        add_by_environment(f, cb.body, B, E);
-      else if (q.is_cpu())
-        add_by_body(f, cb.body, E * B);
-      else
-        L::ordered(q, 4 * cb.stencils.size(0), f);
+      add_parts(f, cb.body);
     });
   };
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential_derivatives", [&] {
@@ -441,14 +446,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
   }
   // Friction adds last, so a reused Hessian gets its terms in the order a fresh one would.
   at::Tensor frictionless = keep_frictionless ? hess.clone() : at::empty({0}, q.options());
-  if (lag_fv.size(0) + lag_ee.size(0) > 0) {
+  const int64_t nlag = lag_fv.size(0) + lag_ee.size(0);
+  if (nlag > 0) {  // Kronecker factors per pair (FrictionBodyFactorsFunctor), then their blocks
     const at::Tensor u = vertices.sub(lagged);
     const at::Tensor scale = lag_mu.mul(h2);
-    at::Tensor g = ipc_friction_impl(u, lagged, rest, faces, edges, lag_fv, lag_ee, dhat, kappa,
-                                     1.0, eps_v * dt, 1, L::cheap);
-    at::Tensor h = ipc_friction_impl(u, lagged, rest, faces, edges, lag_fv, lag_ee, dhat, kappa,
-                                     1.0, eps_v * dt, 2, L::heavy);
-    add_contacts(lag_fv, lag_ee, g.mul_(scale.unsqueeze(1)), h.mul_(scale.view({-1, 1, 1})));
+    const CandidateBodies cb = candidate_bodies(faces, edges, lag_fv, lag_ee, vertex_body, L::cheap);
+    at::Tensor factors = at::empty({nlag, kFrictionFactors}, q.options());
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential_derivatives", [&] {
+      using T = scalar_t;
+      CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
+                          lag_fv.data_ptr<int64_t>(), lag_ee.data_ptr<int64_t>(), lag_fv.size(0)};
+      const FrictionFunctor<T> friction{st, u.data_ptr<T>(), lagged.data_ptr<T>(), rest.data_ptr<T>(),
+                                        T(dhat * dhat), T(kappa), T(1), T(eps_v * dt), 2, nullptr};
+      L::cheap(q, nlag, FrictionBodyFactorsFunctor<T>{friction, rest.data_ptr<T>(),
+                                                      scale.data_ptr<T>(), factors.data_ptr<T>()});
+      add_parts(FrictionBodyAddFunctor<T>{factors.data_ptr<T>(), cb.body.data_ptr<int64_t>(), B,
+                                          grad.data_ptr<T>(), hess.data_ptr<T>()},
+                cb.body);
+    });
   }
   return {grad, hess, frictionless};
 }

@@ -139,6 +139,93 @@ struct BodyPairDerivativesFunctor {
   }
 };
 
+// Friction's derivatives carried to its two bodies without 12×12 stencil Hessians. Its stencil
+// Hessian is μ N T M Tᵀ with T's row (v, i) = c_v P_j[i] (friction.h), and x_v[i] depends on
+// q(i, α) through x̄_v[α] alone, so the body pair's block [s, t] is a Kronecker product,
+//   hessian[s, t][k(i,α), l(j,β)] = K[i][j] C_s[α] C_t[β],  K = μ N P M Pᵀ,  C_s = Σ_{v∈s} c_v x̄_v,
+// and part s of the gradient is g[i] C_s[α] with g = μ N f₁/‖u‖ P u: 144 products a block
+// where the general chain rule takes ~430. The same sums as that rule, in another order.
+//
+// First pass, one index per candidate: its factors scaled by scale[n] (the potential's μ_n h²).
+constexpr int kFrictionFactors = 21;  // K (9), g (3), C_0 (4), C_1 (4), active flag
+
+template <typename T>
+struct FrictionBodyFactorsFunctor {
+  FrictionFunctor<T> friction;  // its order and out are unused
+  const T* rest;                // (V, 3)
+  const T* scale;               // (N,)
+  T* out;                       // (N, kFrictionFactors)
+
+  CN_HD void operator()(int64_t n) const {
+    T* o = out + kFrictionFactors * n;
+    for (int k = 0; k < kFrictionFactors; ++k) o[k] = T(0);
+    FrictionFrame<T> fr;
+    T mu_n, u[2], y;
+    if (!friction.state(n, fr, mu_n, u, y)) return;
+    const T s = scale[n] * mu_n;
+    const T f1y = friction_f1_over_y(y, friction.eps_v);
+    // M = f₂ u uᵀ + f₁/‖u‖ I  (M = (2/ε) I at u = 0), as FrictionFunctor's Hessian.
+    const T f2 = y > T(0) ? friction_f2(y, friction.eps_v) : T(0);
+    const T M[2][2] = {{s * (f2 * u[0] * u[0] + f1y), s * f2 * u[0] * u[1]},
+                       {s * f2 * u[1] * u[0], s * (f2 * u[1] * u[1] + f1y)}};
+    const T P[2][3] = {{fr.P[0].x, fr.P[0].y, fr.P[0].z}, {fr.P[1].x, fr.P[1].y, fr.P[1].z}};
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) {
+        T k = T(0);
+        for (int a = 0; a < 2; ++a)
+          for (int b = 0; b < 2; ++b) k += P[a][i] * M[a][b] * P[b][j];
+        o[3 * i + j] = k;
+      }
+      o[9 + i] = s * f1y * (P[0][i] * u[0] + P[1][i] * u[1]);
+    }
+    int64_t id[4];
+    const bool is_ee = friction.st.ids(n, id);
+    const int split = is_ee ? 2 : 1;  // stencil vertices [0, split) are body 0's
+    for (int v = 0; v < 4; ++v) {
+      T* C = o + (v < split ? 12 : 16);
+      C[0] += fr.c[v];
+      for (int a = 0; a < 3; ++a) C[1 + a] += fr.c[v] * rest[3 * id[v] + a];
+    }
+    o[20] = T(1);
+  }
+};
+
+// Second pass, one index per (candidate n, body s, body t), as BodyPairDerivativesFunctor's:
+// block [s, t] into the dense system of the pair's environment, and body s's gradient when t == 0.
+template <typename T>
+struct FrictionBodyAddFunctor {
+  const T* factors;     // (N, kFrictionFactors)
+  const int64_t* body;  // (N, 2) flat bodies e·B + b
+  int64_t B;
+  T* grad;  // (E, 12B)
+  T* hess;  // (E, 12B, 12B)
+
+  CN_HD void operator()(int64_t index) const {
+    using Sum = BodyPairDerivativesFunctor<T>;
+    const int64_t n = index / 4;
+    const int s = static_cast<int>(index / 2 % 2), t = static_cast<int>(index % 2);
+    const T* f = factors + kFrictionFactors * n;
+    if (f[20] == T(0)) return;
+    const T* Cs = f + 12 + 4 * s;
+    const T* Ct = f + 12 + 4 * t;
+    const int64_t ld = 12 * B, bs = body[2 * n + s], bt = body[2 * n + t];
+    T* dst = hess + bs / B * ld * ld + 12 * (bs % B) * ld + 12 * (bt % B);
+    for (int i = 0; i < 3; ++i)
+      for (int a = 0; a < 4; ++a) {
+        T* row = dst + Sum::dof(i, a) * ld;
+        for (int j = 0; j < 3; ++j) {
+          const T kc = f[3 * i + j] * Cs[a];
+          for (int b = 0; b < 4; ++b) Sum::add(row + Sum::dof(j, b), kc * Ct[b]);
+        }
+      }
+    if (t == 0) {
+      T* g = grad + bs * 12;
+      for (int i = 0; i < 3; ++i)
+        for (int a = 0; a < 4; ++a) Sum::add(g + Sum::dof(i, a), f[9 + i] * Cs[a]);
+    }
+  }
+};
+
 inline void check_body_pair_inputs(const at::Tensor& local_gradient, const at::Tensor& local_hessian,
                                    const at::Tensor& stencils, const at::Tensor& is_face_vertex,
                                    const at::Tensor& rest) {

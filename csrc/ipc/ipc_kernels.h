@@ -296,12 +296,10 @@ struct FrictionFunctor {
   int order;
   T* out;  // (N,), (N, 12) or (N, 144)
 
-  CN_HD void operator()(int64_t i) const {
-    if (st.padded(i)) {
-      const int K = order == 0 ? 1 : (order == 1 ? 12 : 144);
-      for (int k = 0; k < K; ++k) out[K * i + k] = T(0);
-      return;
-    }
+  // Candidate i's lagged frame, μ N, u = Tᵀ v and y = ‖u‖; false for padding and for a candidate
+  // without friction (inactive at the lagged positions).
+  CN_HD bool state(int64_t i, FrictionFrame<T>& fr, T& scale, T u[2], T& y) const {
+    if (st.padded(i)) return false;
     int64_t id[4];
     const bool is_ee = st.ids(i, id);
     Vec3<T> x[4], r[4], vel[4];
@@ -310,18 +308,23 @@ struct FrictionFunctor {
       r[k] = load3(rest + 3 * id[k]);
       vel[k] = load3(velocities + 3 * id[k]);
     }
+    const T d2 = friction_frame(x, r, is_ee, fr);
+    if (!(d2 >= T(0) && d2 < dhat2)) return false;
+    // N = -κ b'(d̄², d̂²) · 2 d̄   (force of the barrier along the distance)
+    fr.normal_force = -kappa * barrier_first_derivative(d2, dhat2) * T(2) * sqrt(d2);
+    scale = mu * fr.normal_force;  // μ N
+    friction_tangential(fr, vel, u);
+    y = sqrt(u[0] * u[0] + u[1] * u[1]);
+    return true;
+  }
+
+  CN_HD void operator()(int64_t i) const {
     const int K = order == 0 ? 1 : (order == 1 ? 12 : 144);
     T* o = out + K * i;
     for (int k = 0; k < K; ++k) o[k] = T(0);
     FrictionFrame<T> fr;
-    const T d2 = friction_frame(x, r, is_ee, fr);
-    if (!(d2 >= T(0) && d2 < dhat2)) return;
-    // N = -κ b'(d̄², d̂²) · 2 d̄   (force of the barrier along the distance)
-    fr.normal_force = -kappa * barrier_first_derivative(d2, dhat2) * T(2) * sqrt(d2);
-    const T scale = mu * fr.normal_force;  // μ N
-    T u[2];
-    friction_tangential(fr, vel, u);
-    const T y = sqrt(u[0] * u[0] + u[1] * u[1]);
+    T scale, u[2], y;
+    if (!state(i, fr, scale, u, y)) return;
     if (order == 0) {
       o[0] = scale * friction_f0(y, eps_v);  // μ N f₀(‖u‖)
       return;

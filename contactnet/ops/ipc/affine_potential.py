@@ -108,16 +108,22 @@ def affine_potential_derivatives(q, q_hat, weight, mass_matrix, ortho_weight, ve
     (most of the cost: the barrier's projections). keep_frictionless=True returns it as a third
     (E, 12B, 12B) tensor; an earlier call's, at the same q, weight, dt, dhat and kappa, passed back
     as frictionless_hessian is used as it is (not checked: the caller vouches for it), and the op
-    then computes only the gradient and friction's Hessian. The result is the same, bit for bit,
+    then computes only the gradient and friction's Hessian (and returns that tensor itself as the
+    kept part). The result is the same, bit for bit,
     when both calls list the pairs within d̂ in the same order."""
     if frictionless_hessian is not None:
         n = 12 * q.shape[1]
         check_float_tensor(frictionless_hessian, "frictionless_hessian", (q.shape[0], n, n))
         check_same_device(frictionless_hessian, "frictionless_hessian", q, "q")
+    # A reused part is returned as the kept one: the op adds no term but friction to it.
+    reuse = frictionless_hessian is not None
     out = torch.ops.contactnet.ipc_affine_potential_derivatives(*_args(
         q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body, candidates,
-        lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v), frictionless_hessian, bool(keep_frictionless))
-    return out if keep_frictionless else out[:2]
+        lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v), frictionless_hessian,
+        bool(keep_frictionless) and not reuse)
+    if not keep_frictionless:
+        return out[:2]
+    return out if not reuse else (out[0], out[1], frictionless_hessian)
 
 
 def affine_contact_forces(vertices, lagged_vertices, rest_vertices, faces, edges, vertex_body,
