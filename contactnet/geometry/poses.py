@@ -60,15 +60,29 @@ def identity_poses(*shape: int, dtype=torch.float32, device=None) -> torch.Tenso
     return p
 
 
+# R's nine entries, row by row, each base + coef · (a b + sign · c d) over [w, x, y, z]: the textbook
+# forms 1 − 2 (y² + z²), 2 (x y − w z), … with the same roundings (the sign and coefficient
+# products are exact), in a few tensor ops instead of about thirty (this runs every step of a
+# scripted body).
+_ROTATION_TERMS = (  # (a, b, c, d, sign, base, coef)
+    (2, 2, 3, 3, 1, 1, -2), (1, 2, 0, 3, -1, 0, 2), (1, 3, 0, 2, 1, 0, 2),
+    (1, 2, 0, 3, 1, 0, 2), (1, 1, 3, 3, 1, 1, -2), (2, 3, 0, 1, -1, 0, 2),
+    (1, 3, 0, 2, -1, 0, 2), (2, 3, 0, 1, 1, 0, 2), (1, 1, 2, 2, 1, 1, -2),
+)  # fmt: skip
+_rotation_constants: dict = {}
+
+
 def quaternion_to_matrix(q: torch.Tensor) -> torch.Tensor:
     """(..., 4) [qw, qx, qy, qz] unit quaternions -> (..., 3, 3) rotation matrices."""
-    w, x, y, z = q.unbind(-1)
-    rows = [
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-    ]  # fmt: skip
-    return torch.stack(rows, dim=-1).reshape(*q.shape[:-1], 3, 3)
+    key = (q.dtype, q.device)
+    if key not in _rotation_constants:
+        columns = torch.tensor(_ROTATION_TERMS, dtype=torch.float64).T
+        _rotation_constants[key] = (columns[:4].to(torch.int64).reshape(-1).to(q.device),
+                                    *(c.to(q.dtype).to(q.device) for c in columns[4:]))
+    index, sign, base, coef = _rotation_constants[key]
+    f = q.index_select(-1, index).unflatten(-1, (4, 9))
+    a, b, c, d = f.unbind(-2)
+    return (base + coef * (a * b + sign * (c * d))).reshape(*q.shape[:-1], 3, 3)
 
 
 def matrix_to_quaternion(r: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 
 from contactnet.ops import ipc
-from contactnet.sim.packed import ABSENT, PackedScene
+from contactnet.sim.packed import PackedScene
 
 __all__ = ["NeighbourList", "PaddedSearch", "body_search", "candidate_distances", "displacement_bound", "in_envs",
            "relative_displacement_bound", "search", "search_all_primitives", "search_padded",
@@ -188,12 +188,7 @@ def relative_displacement_bound(scene: PackedScene, dq: torch.Tensor) -> torch.T
     relative to one translation shared by the environment's bodies, static ones included (the
     middle of their translations' box): distances within an environment change by at most twice
     this. Objects carried along by a shaken bowl barely move relative to it, though all move far."""
-    present = (scene.kind != ABSENT)[..., None]
-    dp = dq[..., :3]
-    shared = 0.5 * (torch.where(present, dp, float("inf")).amin(-2) + torch.where(present, dp, -float("inf")).amax(-2))
-    norm = torch.linalg.vector_norm
-    bound = norm(dp - shared.unsqueeze(-2), dim=-1) + norm(dq[..., 3:], dim=-1) * scene.radius
-    return torch.where(present[..., 0], bound, 0.0).amax(-1)
+    return ipc.relative_displacement_bound(dq, scene.radius, scene.present)
 
 
 class NeighbourList:

@@ -40,6 +40,7 @@ class PackedScene:
     library: MeshLibrary  # the distinct meshes, for exact BVH queries at rigid poses
     mesh_id: torch.Tensor  # (E, B) int64 row of `library`; -1 for absent bodies
     kind: torch.Tensor  # (E, B) int64 DYNAMIC, STATIC, KINEMATIC or ABSENT
+    present: torch.Tensor  # (E, B) bool: kind != ABSENT
     M: torch.Tensor  # (E, B, 12, 12) affine mass matrices (identity for absent bodies)
     mass: torch.Tensor  # (E, B) kg
     ortho_weight: torch.Tensor  # (E, B) κ_A·V of the orthogonality energy (0 unless dynamic)
@@ -91,9 +92,11 @@ class PackedScene:
         return (env[fv[:, 0]] == env[self.faces[fv[:, 1], 0]],
                 env[self.edges[ee[:, 0], 0]] == env[self.edges[ee[:, 1], 0]])
 
-    def candidate_env(self, stencils: torch.Tensor) -> torch.Tensor:
-        """(N,) environment of each candidate, from its (N, 4) stencil."""
-        return self.vertex_env[stencils[:, 0]]
+    def candidate_env(self, cand: ipc.Candidates) -> torch.Tensor:
+        """(N,) environment of each candidate (face–vertex rows, then edge–edge): that of its
+        first stencil vertex."""
+        fv, ee = cand
+        return torch.cat([self.vertex_env[fv[:, 0]], self.vertex_env[self.edges[ee[:, 0], 0]]])
 
     def pair_friction(self, stencils: torch.Tensor) -> torch.Tensor:
         """(N,) μ of each candidate: √(μ_a μ_b) of its two bodies."""
@@ -180,7 +183,7 @@ def pack_scenes(scenes: list[Scene], mu: float, stiffness: float, device: torch.
     packed = PackedScene(
         num_envs=E, max_bodies=B,
         library=MeshLibrary([meshes[i] for i in range(len(meshes))], dtype=f64, device=dev),
-        mesh_id=mesh_id.to(dev), kind=kind, M=M.to(dev), mass=mass.to(dev), ortho_weight=ortho_w.to(dev),
+        mesh_id=mesh_id.to(dev), kind=kind, present=present, M=M.to(dev), mass=mass.to(dev), ortho_weight=ortho_w.to(dev),
         friction=friction.to(dev), radius=radius.to(dev), rest=rest, faces=faces, edges=edges,
         vertex_body=vertex_body, vertex_env=vertex_body // B, vertex_group=group[vertex_body].contiguous(),
         xbar=torch.cat([torch.ones_like(rest[:, :1]), rest], dim=1),

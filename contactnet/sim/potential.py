@@ -78,14 +78,12 @@ def energy_reference(scene: PackedScene, c: Coefficients, q, q_hat, w, x_t, lag:
     if cand.count:
         b = ipc.barrier_potential(x, scene.faces, scene.edges, cand, c.dhat, h2 * c.kappa, scene.rest,
                                   per_candidate=True)
-        st = ipc.candidate_stencils(scene.faces, scene.edges, cand)
-        total = total.index_add(0, scene.candidate_env(st), b)
+        total = total.index_add(0, scene.candidate_env(cand), b)
     fcand, fmu = lag
     if fcand.count:
         d = ipc.friction_potential(x - x_t, x_t, scene.faces, scene.edges, fcand, c.dhat, c.kappa, 1.0,
                                    c.eps_v * c.dt, scene.rest, per_candidate=True)
-        st = ipc.candidate_stencils(scene.faces, scene.edges, fcand)
-        total = total.index_add(0, scene.candidate_env(st), h2 * fmu * d)
+        total = total.index_add(0, scene.candidate_env(fcand), h2 * fmu * d)
     return total
 
 

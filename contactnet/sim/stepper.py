@@ -147,6 +147,7 @@ class Stepper:
         self.kappa = float(kappa) if kappa is not None else self._auto_kappa()
         self._end_contacts = None  # (q, d̂, positions, pairs within d̂) at the end of the last step
         self._frictionless = None  # (q, w, Hessian but friction's) of the last Newton iteration
+        self._weights = None  # (kinematic_stiffness, w): the inertia weights, fixed unless it changes
         self._coefficients = potential.Coefficients(self.dt, self.dhat, self.kappa, self.eps_v)
         self._check_initial_state()
 
@@ -192,10 +193,12 @@ class Stepper:
         g = torch.zeros(12, dtype=self.dtype, device=self.device)
         g[:3] = self.gravity
         q_hat = self.q + h * self.qdot + h * h * g
-        script = self.packed.script_targets(self.q, time_next, (mode or self._adaptive).normalize_script)
-        q_hat = torch.where((kind == KINEMATIC)[..., None], script, q_hat)
-        w = torch.where(kind == DYNAMIC, 1.0, 0.0) + torch.where(kind == KINEMATIC, self.kinematic_stiffness, 0.0)
-        return q_hat, w.to(self.dtype)
+        if self.packed.trajectories:
+            q_hat = self.packed.script_targets(q_hat, time_next, (mode or self._adaptive).normalize_script)
+        if self._weights is None or self._weights[0] != self.kinematic_stiffness:
+            w = torch.where(kind == DYNAMIC, 1.0, 0.0) + torch.where(kind == KINEMATIC, self.kinematic_stiffness, 0.0)
+            self._weights = (self.kinematic_stiffness, w.to(self.dtype))
+        return q_hat, self._weights[1]
 
     def _friction_lag(self, cand: ipc.Candidates) -> FrictionLag:
         """Friction's lagged pairs: `cand`, the pairs within d̂ at the step's start, with their μ."""
@@ -266,8 +269,7 @@ class Stepper:
         alpha = torch.ones(self.num_envs, dtype=self.dtype, device=self.device)
         if cand.count:  # a shape, not a value: no sync
             toi = ipc.ccd_time_of_impact(x0, x1, self.faces, self.edges, cand, 0.0, 1.0, 0.9)
-            st = ipc.candidate_stencils(self.faces, self.edges, cand)
-            alpha = alpha.scatter_reduce(0, self.packed.candidate_env(st), toi, "amin")
+            alpha = alpha.scatter_reduce(0, self.packed.candidate_env(cand), toi, "amin")
         return alpha
 
     # ---- stepping ---------------------------------------------------------------------------

@@ -196,6 +196,10 @@ struct IpcOps {
       const Tensor& converged, const Tensor& iterations) {
     return ipc_newton_check_impl<L>(dq, radius, limit, done, converged, iterations);
   }
+  static Tensor relative_displacement_bound(const Tensor& dq, const Tensor& radius,
+                                            const Tensor& present) {
+    return ipc_relative_displacement_bound_impl<L>(dq, radius, present);
+  }
   static std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> line_search_accept(
       const Tensor& q, const Tensor& trial, const Tensor& x, const Tensor& x_trial,
       const Tensor& vertex_env, const Tensor& energy, const Tensor& trial_energy,
@@ -316,6 +320,8 @@ void for_each_ipc_op(Visit&& visit) {
         "(Tensor dq, Tensor radius, float limit, Tensor done, Tensor converged, Tensor iterations) "
         "-> (Tensor dq_out, Tensor done_out, Tensor converged_out, Tensor iterations_out)",
         &Ops::newton_check);
+  visit("ipc_relative_displacement_bound", "(Tensor dq, Tensor radius, Tensor present) -> Tensor",
+        &Ops::relative_displacement_bound);
   visit("ipc_line_search_accept",
         "(Tensor q, Tensor trial, Tensor x, Tensor x_trial, Tensor vertex_env, Tensor energy, "
         "Tensor trial_energy, Tensor accepted, Tensor alpha) -> (Tensor q_out, Tensor x_out, "

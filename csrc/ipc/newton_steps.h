@@ -14,17 +14,26 @@
 //     accepted; where ok, q, the environment's vertices x and energy take the trial's;
 //     accepted |= ok; alpha halves where still not accepted.
 //
-// Both are elementwise (no sums across threads), out of place, float32 or float64, one device;
+// ipc_relative_displacement_bound(dq (..., E, B, 12), radius (E, B), present (E, B) bool)
+//     -> (..., E): how far any point of an environment's present bodies moves under dq relative
+//     to one translation shared by them, s = (min_b Δp_b + max_b Δp_b) / 2 per coordinate:
+//     max_b (|Δp_b − s| + ‖ΔA_b‖_F · radius_b) over present bodies, 0 without any (NaN if a
+//     present body's is NaN). contact_search.relative_displacement_bound documents its use.
+//
+// All are elementwise (no sums across threads), out of place, float32 or float64, one device;
 // the same comparisons and rounding as the torch expressions they replace, except that the
 // displacement bound's norms may round differently from torch's in the last bit (the order of
 // their sums), which changes a verdict only for a bound exactly at the limit.
 #pragma once
 
 #include <cmath>
+#include <limits>
 #include <tuple>
+#include <vector>
 
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 
 #include "common/checks.h"
@@ -65,6 +74,47 @@ struct NewtonCheckFunctor {
     done_out[e] = now_done;
     iterations_out[e] = iterations[e] + (now_done ? 0 : 1);
     for (int64_t k = e * B * 12; k < (e + 1) * B * 12; ++k) dq_out[k] = now_done ? T(0) : dq[k];
+  }
+};
+
+template <typename T>
+struct RelativeBoundFunctor {
+  const T* dq;            // (K, E, B, 12)
+  const T* radius;        // (E, B)
+  const bool* present;    // (E, B)
+  int64_t E, B;
+  T* out;                 // (K, E)
+
+  CN_HD void operator()(int64_t ke) const {
+    const int64_t e = ke % E;
+    const T* d = dq + ke * B * 12;
+    T lo[3], hi[3];
+    bool any = false;
+    for (int64_t b = 0; b < B; ++b) {
+      if (!present[e * B + b]) continue;
+      for (int c = 0; c < 3; ++c) {
+        const T v = d[12 * b + c];
+        lo[c] = !any || v < lo[c] ? v : lo[c];
+        hi[c] = !any || v > hi[c] ? v : hi[c];
+      }
+      any = true;
+    }
+    T bound = T(0);
+    bool nan = false;
+    for (int64_t b = 0; b < B && any; ++b) {
+      if (!present[e * B + b]) continue;
+      const T* db = d + 12 * b;
+      T p2 = T(0), a2 = T(0);
+      for (int c = 0; c < 3; ++c) {
+        const T r = db[c] - T(0.5) * (lo[c] + hi[c]);
+        p2 += r * r;
+      }
+      for (int k = 3; k < 12; ++k) a2 += db[k] * db[k];
+      const T v = std::sqrt(p2) + std::sqrt(a2) * radius[e * B + b];
+      nan |= v != v;
+      bound = v > bound ? v : bound;
+    }
+    out[ke] = nan ? std::numeric_limits<T>::quiet_NaN() : bound;
   }
 };
 
@@ -141,6 +191,32 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_newton_check_impl
                                           iterations_out.data_ptr<int64_t>()});
   });
   return {dq_out, done_out, converged_out, iterations_out};
+}
+
+template <typename L>
+at::Tensor ipc_relative_displacement_bound_impl(const at::Tensor& dq, const at::Tensor& radius,
+                                                const at::Tensor& present) {
+  TORCH_CHECK(dq.dim() >= 3 && dq.size(-1) == 12,
+              "dq: expected shape (..., E, B, 12), got ", dq.sizes());
+  const int64_t E = dq.size(-3), B = dq.size(-2);
+  TORCH_CHECK(dq.is_contiguous(), "dq: expected a contiguous tensor");
+  TORCH_CHECK(dq.scalar_type() == at::kFloat || dq.scalar_type() == at::kDouble,
+              "dq: expected float32 or float64, got ", dq.scalar_type());
+  check_float_input(radius, "radius", {E, B});
+  check_same_device_dtype(radius, "radius", dq, "dq");
+  check_input(present, "present", {E, B});
+  TORCH_CHECK(present.scalar_type() == at::kBool, "present: expected bool, got ",
+              present.scalar_type());
+  check_same_device(present, "present", dq, "dq");
+  std::vector<int64_t> shape(dq.sizes().begin(), dq.sizes().end() - 2);
+  at::Tensor out = at::empty(shape, dq.options());
+  AT_DISPATCH_FLOATING_TYPES(dq.scalar_type(), "ipc_relative_displacement_bound", [&] {
+    L::cheap(dq, out.numel(),
+             RelativeBoundFunctor<scalar_t>{dq.data_ptr<scalar_t>(), radius.data_ptr<scalar_t>(),
+                                            present.data_ptr<bool>(), E, B,
+                                            out.data_ptr<scalar_t>()});
+  });
+  return out;
 }
 
 template <typename L>

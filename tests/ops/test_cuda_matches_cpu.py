@@ -285,7 +285,7 @@ def test_affine_potential_and_derivatives():
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_newton_check_and_line_search_accept(dtype):
     """The Newton loop's bookkeeping ops: flags, counts and copies exactly; the bound's comparison
-    away from the limit."""
+    away from the limit; the neighbour lists' relative bound (the same sums on both devices)."""
     g = torch.Generator().manual_seed(4)
     E, B, V = 9, 3, 40
     dq = (torch.randn(E, B, 12, generator=g, dtype=torch.float64) * 1e-6).to(dtype)
@@ -305,6 +305,11 @@ def test_newton_check_and_line_search_accept(dtype):
             torch.rand(E, generator=g) < 0.3, torch.rand(E, generator=g, dtype=torch.float64).to(dtype))
     for want, got in zip(ipc.line_search_accept(*args), ipc.line_search_accept(*to_dev(*args))):
         close(want, got, rtol=0, atol=0)
+    present = torch.rand(E, B, generator=g) < 0.7
+    present[0] = False
+    segment = torch.stack([dq, dq + 1e-3])
+    close(ipc.relative_displacement_bound(segment, radius, present),
+          ipc.relative_displacement_bound(*to_dev(segment, radius, present)), rtol=0, atol=0)
 
 
 def test_affine_contact_forces():

@@ -1,5 +1,6 @@
 """The stepper's Newton bookkeeping ops against the torch expressions they replace, bit for bit:
-random environments, some done / accepted already, steps at the tolerance, NaN, float32."""
+random environments, some done / accepted already, steps at the tolerance, NaN, float32; and the
+neighbour lists' relative displacement bound, to the last bit of its norms."""
 
 from types import SimpleNamespace
 
@@ -90,6 +91,41 @@ def test_line_search_accept_matches_torch(E, seed, f32):
     assert_same(ipc.line_search_accept(*args), accept_reference(*args))
 
 
+def relative_bound_reference(dq, radius, present):
+    # The torch expression the op replaced in contact_search.relative_displacement_bound.
+    mask = present[..., None]
+    dp = dq[..., :3]
+    shared = 0.5 * (torch.where(mask, dp, float("inf")).amin(-2) + torch.where(mask, dp, -float("inf")).amax(-2))
+    norm = torch.linalg.vector_norm
+    bound = norm(dp - shared.unsqueeze(-2), dim=-1) + norm(dq[..., 3:], dim=-1) * radius
+    return torch.where(present, bound, 0.0).amax(-1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(E=st.integers(1, 6), B=st.integers(1, 5), K=st.integers(0, 2), seed=st.integers(0, 10**6),
+       f32=st.booleans())
+def test_relative_displacement_bound_matches_torch(E, B, K, seed, f32):
+    """Leading dimensions (none, or both ends of a segment), absent bodies (an environment may have
+    none: 0), a translation shared by the environment (only the relative motion counts), NaN."""
+    dtype = torch.float32 if f32 else torch.float64
+    g = torch.Generator().manual_seed(seed)
+    lead = (K,) if K else ()
+    dq = (torch.randn(*lead, E, B, 12, generator=g, dtype=torch.float64)
+          * 10.0 ** torch.randint(-8, 1, (E, 1, 1), generator=g)).to(dtype)
+    dq[..., :3] += torch.randn(E, 1, 3, generator=g, dtype=torch.float64).to(dtype)  # a shared shake
+    present = torch.rand(E, B, generator=g) < 0.7
+    if E > 1:
+        present[0] = False
+        dq[..., 1, 0, 5] = float("nan")
+    radius = (torch.rand(E, B, generator=g, dtype=torch.float64) * 0.2).to(dtype)
+    got, want = ipc.relative_displacement_bound(dq, radius, present), relative_bound_reference(dq, radius, present)
+    assert got.shape == want.shape == (*lead, E) and torch.equal(got.isnan(), want.isnan())
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(got.nan_to_num(), want.nan_to_num(), rtol=4 * eps, atol=0)
+    if E > 1:
+        assert (got[..., 0] == 0).all()
+
+
 def test_newton_steps_reject_bad_arguments():
     dq, radius = torch.zeros(2, 3, 12), torch.zeros(2, 3)
     flags = torch.zeros(2, dtype=torch.bool)
@@ -111,3 +147,10 @@ def test_newton_steps_reject_bad_arguments():
         ipc.line_search_accept(q, q, x, x, env, e, e.double(), flags, e)
     with pytest.raises(ValueError, match="vertex_env"):
         ipc.line_search_accept(q, q, x, x, env[:4], e, e, flags, e)
+    present = torch.ones(2, 3, dtype=torch.bool)
+    with pytest.raises(ValueError, match="dq"):
+        ipc.relative_displacement_bound(dq[..., :6], radius, present)
+    with pytest.raises(ValueError, match="radius"):
+        ipc.relative_displacement_bound(dq, radius[:1], present)
+    with pytest.raises(TypeError, match="present"):
+        ipc.relative_displacement_bound(dq, radius, present.float())

@@ -489,7 +489,7 @@ def contact_forces_reference(sim: Stepper, x, x_t, cand, lag):
         g = ipc.barrier_potential_gradient(x, sim.faces, sim.edges, cand, sim.dhat, sim.kappa, sim.rest,
                                            per_candidate=True)
         forces.index_add_(0, sim.vertex_body[st].reshape(-1), -g.reshape(-1, 3))
-        env = sim.packed.candidate_env(st)
+        env = sim.packed.candidate_env(cand)
         real = torch.cat([cand.face_vertex[:, 0], cand.edge_edge[:, 0]]) >= 0
         contacts.index_add_(0, env, real.long())
         d = torch.where(real, contact_search.candidate_distances(sim.packed, x, cand), float("inf"))

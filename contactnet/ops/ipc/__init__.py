@@ -58,7 +58,7 @@ from contactnet.ops.ipc.candidates import (
 )
 from contactnet.ops.ipc.ccd import ccd_time_of_impact, collision_free_step
 from contactnet.ops.ipc.cholesky import cholesky_solve
-from contactnet.ops.ipc.newton import line_search_accept, newton_check
+from contactnet.ops.ipc.newton import line_search_accept, newton_check, relative_displacement_bound
 from contactnet.ops.ipc.distances import (
     edge_edge_distance_squared,
     edge_edge_distance_squared_gradient,
@@ -141,6 +141,7 @@ __all__ = [
     "point_triangle_distance_squared_gradient",
     "point_triangle_distance_squared_hessian",
     "prune_candidates",
+    "relative_displacement_bound",
     "swept_candidates",
     "swept_candidates_padded",
     "trusted_indices",

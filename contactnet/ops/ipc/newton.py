@@ -14,7 +14,7 @@ from contactnet.ops._checks import as_index_tensor, check_float_tensor, check_sa
 
 load_extension()
 
-__all__ = ["line_search_accept", "newton_check"]
+__all__ = ["line_search_accept", "newton_check", "relative_displacement_bound"]
 
 
 def _check_flags(E: int, like: torch.Tensor, like_name: str, **flags) -> None:
@@ -42,6 +42,31 @@ def newton_check(dq, radius, limit: float, done, converged, iterations):
     _check_flags(E, dq, "dq", done=(done, torch.bool), converged=(converged, torch.bool),
                  iterations=(iterations, torch.int64))
     return torch.ops.contactnet.ipc_newton_check(dq, radius, float(limit), done, converged, iterations)
+
+
+def relative_displacement_bound(dq, radius, present):
+    """(..., E) bound on how far any point of an environment's present bodies moves under dq
+    (..., E, B, 12), relative to one translation s shared by them (the middle of their
+    translations' box), x = A x0 + p with |x0| <= radius (E, B) m:
+
+        s = (Δp[present].amin(bodies) + Δp[present].amax(bodies)) / 2
+        bound = (|Δp − s| + ‖ΔA‖_F · radius)[present].amax(bodies), 0 without present bodies
+
+    present (E, B) bool. The norms' sums may round differently from torch's in the last bit."""
+    if not isinstance(dq, torch.Tensor) or dq.ndim < 3 or dq.shape[-1] != 12:
+        raise ValueError(f"dq: expected shape (..., E, B, 12), got {getattr(dq, 'shape', type(dq).__name__)}")
+    dq = dq.contiguous()
+    E, B = dq.shape[-3:-1]
+    check_float_tensor(dq, "dq", tuple(dq.shape))
+    check_float_tensor(radius, "radius", (E, B))
+    check_same_device(radius, "radius", dq, "dq")
+    if radius.dtype != dq.dtype:
+        raise TypeError(f"radius: expected {dq.dtype} like dq, got {radius.dtype}")
+    if not isinstance(present, torch.Tensor) or present.dtype != torch.bool or tuple(present.shape) != (E, B):
+        raise TypeError(f"present: expected an ({E}, {B}) bool tensor, got "
+                        f"{getattr(present, 'dtype', type(present).__name__)} {tuple(getattr(present, 'shape', ()))}")
+    check_same_device(present, "present", dq, "dq")
+    return torch.ops.contactnet.ipc_relative_displacement_bound(dq, radius, present.contiguous())
 
 
 def line_search_accept(q, trial, x, x_trial, vertex_env, energy, trial_energy, accepted, alpha):
@@ -83,3 +108,8 @@ def _(dq, radius, limit, done, converged, iterations):
 def _(q, trial, x, x_trial, vertex_env, energy, trial_energy, accepted, alpha):
     return q.new_empty(q.shape), x.new_empty(x.shape), energy.new_empty(energy.shape), \
         accepted.new_empty(accepted.shape), alpha.new_empty(alpha.shape)
+
+
+@torch.library.register_fake("contactnet::ipc_relative_displacement_bound")
+def _(dq, radius, present):
+    return dq.new_empty(dq.shape[:-2])
