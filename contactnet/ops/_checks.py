@@ -77,7 +77,8 @@ def trusted_inputs():
         torch.ops.contactnet.trust_index_values(before_cpp)
 
 
-def _trusted() -> bool:
+def inputs_trusted() -> bool:
+    """Whether the caller vouches for every argument (`trusted_inputs`): the wrappers check nothing."""
     return getattr(_trust, "inputs", False)
 
 
@@ -112,7 +113,7 @@ def check_tensor(x, name: str) -> None:
 
 def check_float_tensor(x, name: str, shape: Sequence[int | None]) -> None:
     """Check that `x` is a contiguous float32/float64 tensor of `shape` (None = any size)."""
-    if _trusted():
+    if inputs_trusted():
         return
     check_tensor(x, name)
     if x.dtype not in FLOAT_DTYPES:
@@ -125,7 +126,7 @@ def check_float_tensor(x, name: str, shape: Sequence[int | None]) -> None:
 
 def check_same_batch(tensors: dict[str, torch.Tensor]) -> None:
     """All tensors share device, dtype and leading (batch) size."""
-    if _trusted():
+    if inputs_trusted():
         return
     (first_name, first), *rest = tensors.items()
     for name, x in rest:
@@ -137,7 +138,7 @@ def check_same_batch(tensors: dict[str, torch.Tensor]) -> None:
 
 
 def check_same_device(x: torch.Tensor, name: str, like: torch.Tensor, like_name: str) -> None:
-    if _trusted():
+    if inputs_trusted():
         return
     if x.device != like.device:
         raise ValueError(f"{name} is on {x.device} but {like_name} is on {like.device}; expected one device")
@@ -148,7 +149,7 @@ def as_index_tensor(x, name: str, shape: Sequence[int | None], device=None) -> t
     any layout copied, once; an int64 contiguous tensor is returned as is (no copy). With
     `device`, the result is moved there (mesh ids follow their library); otherwise the caller
     checks the device."""
-    if _trusted() and device is None:  # a move to another device is work, not a check
+    if inputs_trusted() and device is None:  # a move to another device is work, not a check
         return x
     check_tensor(x, name)
     if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
@@ -204,7 +205,7 @@ def ipc_mesh_args(vertices, faces, edges, vertex_body=None, name: str = "vertice
     """Checked (faces, edges, vertex_body) of a packed IPC mesh: vertices (V, 3) float; faces
     (F, 3), edges (E, 2) and vertex_body (V,) (optional) integer tensors, returned as contiguous
     int64 on the vertices' device, indices in [0, V) (vertex_body >= 0)."""
-    if _trusted():
+    if inputs_trusted():
         return faces, edges, vertex_body
     check_float_tensor(vertices, name, (None, 3))
     n = vertices.shape[0]
@@ -227,7 +228,7 @@ def ipc_candidate_args(candidates, vertices, faces, edges):
     """Checked (face_vertex, edge_edge) of a Candidates pair: (N, 2) integer tensors as contiguous
     int64 on the vertices' device; face–vertex rows (vertex < V, face < F), edge–edge rows
     (edge < E, edge < E), or rows of -1 (padding)."""
-    if _trusted():
+    if inputs_trusted():
         return candidates[0], candidates[1]
     if not isinstance(candidates, tuple) or len(candidates) != 2:
         raise TypeError("candidates: expected a Candidates (face_vertex, edge_edge) pair")
@@ -365,7 +366,7 @@ def boundary_layer_widths(r, name: str, q: int, like: torch.Tensor) -> torch.Ten
 
 def check_positive(value, name: str, allow_zero: bool = False) -> float:
     """A finite real number > 0 (>= 0 with allow_zero), as a float."""
-    if _trusted():
+    if inputs_trusted():
         return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name}: expected a number, got {type(value).__name__}")
