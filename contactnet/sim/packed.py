@@ -183,7 +183,8 @@ def pack_scenes(scenes: list[Scene], mu: float, stiffness: float, device: torch.
     packed = PackedScene(
         num_envs=E, max_bodies=B,
         library=MeshLibrary([meshes[i] for i in range(len(meshes))], dtype=f64, device=dev),
-        mesh_id=mesh_id.to(dev), kind=kind, present=present, M=M.to(dev), mass=mass.to(dev), ortho_weight=ortho_w.to(dev),
+        mesh_id=mesh_id.to(dev), kind=kind, present=present, M=M.to(dev), mass=mass.to(dev),
+        ortho_weight=ortho_w.to(dev),
         friction=friction.to(dev), radius=radius.to(dev), rest=rest, faces=faces, edges=edges,
         vertex_body=vertex_body, vertex_env=vertex_body // B, vertex_group=group[vertex_body].contiguous(),
         xbar=torch.cat([torch.ones_like(rest[:, :1]), rest], dim=1),

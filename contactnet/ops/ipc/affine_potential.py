@@ -12,13 +12,13 @@ import torch
 
 from contactnet._extension import load_extension
 from contactnet.ops._checks import (
-    inputs_trusted,
     as_index_tensor,
     check_float_tensor,
     check_index_values,
     check_positive,
     check_same_batch,
     check_same_device,
+    inputs_trusted,
     ipc_candidate_args,
     ipc_mesh_args,
     values_checked_here,
@@ -113,9 +113,9 @@ def affine_potential_derivatives(q, q_hat, weight, mass_matrix, ortho_weight, ve
     (most of the cost: the barrier's projections). keep_frictionless=True returns it as a third
     (E, 12B, 12B) tensor; an earlier call's, at the same q, weight, dt, dhat and kappa, passed back
     as frictionless_hessian is used as it is (not checked: the caller vouches for it), and the op
-    then computes only the gradient and friction's Hessian (and returns that tensor itself as the
-    kept part). The result is the same, bit for bit,
-    when both calls list the pairs within d̂ in the same order."""
+    then computes only the gradient and friction's Hessian, and returns that tensor itself as the
+    kept part. The result is the same, bit for bit, when both calls list the pairs within d̂ in
+    the same order."""
     if frictionless_hessian is not None:
         n = 12 * q.shape[1]
         check_float_tensor(frictionless_hessian, "frictionless_hessian", (q.shape[0], n, n))
