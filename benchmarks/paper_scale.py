@@ -5,12 +5,13 @@ labelled exactly at each scale, balanced accuracy (and checks/s) per method and 
     python -m benchmarks.paper_scale --quick --ckpt locc=...        # a smoke run
 
 At each scale the unknown objects (those of the `test_unknown` split) are scaled about their
-frame origins, pairs are drawn with the split's own pair spec (uniform placement: B's offset
-scales with the objects, so the positive rate stays about the same) and labelled with
-`label_pairs` (exact collision, signed distance). Networks see the scaled point clouds and boxes;
+frame origins, and pairs are drawn with the split's own pair spec and the same generator state at
+every scale: uniform placement scales B's offset with the objects, so each scale sees the same
+configurations, scaled, and the same collision labels (`label_pairs`: exact collision, signed
+distance), and its rows differ only by what the scale does to each method. Networks see the scaled point clouds and boxes;
 UCF-GJK's pieces are decomposed once at scale 1 and scaled; IS-CD and exact use the scaled meshes.
 Writes results.json / .png / .md into --out-dir (default outputs/paper/scale/<data set name>);
-a rerun skips finished rows (pairs are a pure function of seed, scale and the object set).
+a rerun skips finished rows (pairs are a pure function of the seed, the scale and the object set).
 """
 
 import argparse
@@ -60,9 +61,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def scaled_pairs(factory: CheckerFactory, object_ids: list[int], pair_spec: PairSpec, count: int,
                  seed: int) -> Pairs:
-    """`count` fresh pairs among `object_ids` of the factory's (scaled) set, labelled exactly."""
+    """`count` pairs among `object_ids` of the factory's (scaled) set, labelled exactly: the same
+    configurations, scaled, at every scale (the generator's seed does not depend on it)."""
     lib = factory.library()
-    g = torch.Generator().manual_seed(derive_seed(seed, "scale", factory.scale))
+    g = torch.Generator().manual_seed(derive_seed(seed, "scale"))
     per = pair_spec.poses_per_pair
     objects = torch.tensor(object_ids)
     picks = objects[torch.randint(len(objects), (-(-count // per), 2), generator=g)]

@@ -14,6 +14,9 @@ import numpy as np
 
 
 def _entropy(base: int, keys: tuple[int | str, ...]) -> list[int]:
+    for k in keys:  # int() would truncate 1.5 to 1: two keys, one stream
+        if isinstance(k, float) and not k.is_integer():
+            raise TypeError(f"keys: expected ints or strings, got the float {k!r} (pass e.g. f'{k:g}')")
     return [int(base)] + [zlib.crc32(k.encode()) if isinstance(k, str) else int(k) for k in keys]
 
 

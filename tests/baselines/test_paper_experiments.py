@@ -96,3 +96,28 @@ def test_network_rows_average_over_frames_as_the_checker_does(tiny_data, random_
     for frames in (1, 3):
         want = CollisionChecker(world, "locc", net, frames=frames).pairwise(*queries).logit
         torch.testing.assert_close(factory.net_logits("locc", frames)(*queries), want, atol=1e-4, rtol=1e-4)
+
+
+def test_scaled_pairs_are_the_same_configurations_at_every_scale(tiny_data):
+    """Every scale draws the same configurations, scaled with the objects, so exact labels agree and
+    a row's change across scales is what the scale does to the method (1.0 and 1.5 once shared a
+    seed by truncation while 0.7 and 2.0 drew other pairs)."""
+    from contactnet.data.dataset import load_manifest
+    from contactnet.data.objects import load_object_set
+    from contactnet.data.pairs import PairSpec
+
+    root = tiny_data / "procedural_tiny"
+    spec = load_manifest(root / "test_unknown")["spec"]
+    objects = load_object_set(root / "objects")
+    pair_spec = PairSpec(**{**spec["pairs"], "poses_per_pair": 8})
+    args = paper_scale.parse_args(["--data-root", str(root), "--device", "cpu"])
+    ids = sorted(spec["object_ids"])
+    pairs = {s: paper_scale.scaled_pairs(paper_common.CheckerFactory(objects, args, "cpu", progress=False, scale=s),
+                                         ids, pair_spec, 32, 0) for s in (0.7, 1.0, 1.5)}
+    for s in (0.7, 1.5):
+        assert torch.equal(pairs[s].ids_a, pairs[1.0].ids_a) and torch.equal(pairs[s].label, pairs[1.0].label)
+        offset = {k: pairs[k].poses_b[:, :3] - pairs[k].poses_a[:, :3] for k in (s, 1.0)}  # A's place is not scaled
+        torch.testing.assert_close(offset[s], s * offset[1.0], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(pairs[s].poses_b[:, 3:], pairs[1.0].poses_b[:, 3:])
+        # Clearances scale exactly; penetration depths come from a bisection to an absolute tolerance.
+        torch.testing.assert_close(pairs[s].signed_distance, s * pairs[1.0].signed_distance, rtol=1e-4, atol=2e-4)
