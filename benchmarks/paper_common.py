@@ -77,7 +77,19 @@ def load_split_pairs(root: Path, split: str, max_pairs: int | None, max_objects:
 def scaled_object_set(objects: ObjectSet, factor: float) -> ObjectSet:
     """The set with every mesh, cloud and box scaled by `factor` about each object's origin."""
     return replace(objects, vertices=[v * factor for v in objects.vertices], points=objects.points * factor,
-                   aabb=objects.aabb * factor, _partial_views=None)
+                   aabb=objects.aabb * factor, _partial_views=None, _convex_hulls=None)
+
+
+def joined_object_sets(first: ObjectSet, second: ObjectSet) -> ObjectSet:
+    """One set of `first`'s objects, then `second`'s (their ids shifted by len(first))."""
+    n = len(first)
+    return replace(first, names=first.names + second.names, families=first.families + second.families,
+                   vertices=first.vertices + second.vertices, faces=first.faces + second.faces,
+                   points=np.concatenate([first.points, second.points]),
+                   normals=np.concatenate([first.normals, second.normals]),
+                   aabb=np.concatenate([first.aabb, second.aabb]),
+                   inner_of=list(first.inner_of) + [None if i is None else i + n for i in second.inner_of],
+                   _partial_views=None, _convex_hulls=None)
 
 
 # ---- the methods ------------------------------------------------------------------------------
