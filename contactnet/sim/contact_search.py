@@ -87,8 +87,8 @@ def search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach:
 
 def in_envs(scene: PackedScene, cand: ipc.Candidates, envs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(Nfv,), (Nee,) bool: which pairs of `cand` lie in the environments where envs (E,) is true."""
-    fv, ee = cand
-    return envs[scene.vertex_env[fv[:, 0]]], envs[scene.vertex_env[scene.edges[ee[:, 0], 0]]]
+    keep = envs[scene.candidate_env(cand)]
+    return keep[:cand.face_vertex.shape[0]], keep[cand.face_vertex.shape[0]:]
 
 
 def _in_envs(scene: PackedScene, cand: ipc.Candidates, envs: torch.Tensor) -> ipc.Candidates:

@@ -45,6 +45,12 @@ inline void check_float_input(const at::Tensor& t, const char* name,
               ": expected float32 or float64, got ", t.scalar_type());
 }
 
+inline void check_bool_input(const at::Tensor& t, const char* name,
+                             std::initializer_list<int64_t> shape) {
+  check_input(t, name, shape);
+  TORCH_CHECK(t.scalar_type() == at::kBool, name, ": expected bool, got ", t.scalar_type());
+}
+
 // int64 indices of `shape`, in [0, bound) where values are checked here.
 inline void check_index_input(const at::Tensor& t, const char* name,
                               std::initializer_list<int64_t> shape, int64_t bound) {

@@ -233,11 +233,9 @@ inline void check_body_pair_inputs(const at::Tensor& local_gradient, const at::T
   check_float_input(local_hessian, "local_hessian", {-1, 12, 12});
   check_float_input(rest, "rest_vertices", {-1, 3});
   check_input(stencils, "stencils", {-1, 4});
-  check_input(is_face_vertex, "is_face_vertex", {-1});
+  check_bool_input(is_face_vertex, "is_face_vertex", {-1});
   TORCH_CHECK(stencils.scalar_type() == at::kLong, "stencils: expected int64, got ",
               stencils.scalar_type());
-  TORCH_CHECK(is_face_vertex.scalar_type() == at::kBool, "is_face_vertex: expected bool, got ",
-              is_face_vertex.scalar_type());
   check_same_device_dtype(local_gradient, "local_gradient", local_hessian, "local_hessian");
   check_same_device_dtype(local_gradient, "local_gradient", rest, "rest_vertices");
   TORCH_CHECK(stencils.device() == rest.device() && is_face_vertex.device() == rest.device(),

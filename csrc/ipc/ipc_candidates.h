@@ -236,8 +236,7 @@ inline void sort_boxes_by_lo(const at::Tensor& box, at::Tensor& sorted, at::Tens
 inline void check_active(const std::optional<at::Tensor>& mask, const char* name, int64_t n,
                          const at::Tensor& like) {
   if (!mask.has_value()) return;
-  check_input(*mask, name, {n});
-  TORCH_CHECK(mask->scalar_type() == at::kBool, name, ": expected bool, got ", mask->scalar_type());
+  check_bool_input(*mask, name, {n});
   check_same_device(*mask, name, like, "vertices");
 }
 

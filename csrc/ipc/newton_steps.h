@@ -41,6 +41,19 @@
 
 namespace contactnet {
 
+// |Δp − s| + ‖ΔA‖_F · radius: how far any point of a body (|x0| <= radius) moves under the state
+// change d (12: Δp, then the rows of ΔA), relative to the translation s.
+template <typename T>
+CN_HD T body_move_bound(const T* d, const T s[3], T radius) {
+  T p2 = T(0), a2 = T(0);
+  for (int c = 0; c < 3; ++c) {
+    const T r = d[c] - s[c];
+    p2 += r * r;
+  }
+  for (int k = 3; k < 12; ++k) a2 += d[k] * d[k];
+  return std::sqrt(p2) + std::sqrt(a2) * radius;
+}
+
 template <typename T>
 struct NewtonCheckFunctor {
   const T* dq;      // (E, B, 12)
@@ -56,14 +69,11 @@ struct NewtonCheckFunctor {
   int64_t* iterations_out;
 
   CN_HD void operator()(int64_t e) const {
+    const T none[3] = {T(0), T(0), T(0)};
     T bound = T(0);
     bool nan = false;
     for (int64_t b = 0; b < B; ++b) {
-      const T* d = dq + (e * B + b) * 12;
-      const T p = std::sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
-      T a2 = T(0);
-      for (int k = 3; k < 12; ++k) a2 += d[k] * d[k];
-      const T v = p + std::sqrt(a2) * radius[e * B + b];
+      const T v = body_move_bound(dq + (e * B + b) * 12, none, radius[e * B + b]);
       nan |= v != v;
       bound = v > bound ? v : bound;
     }
@@ -99,18 +109,13 @@ struct RelativeBoundFunctor {
       }
       any = true;
     }
+    T shared[3];
+    for (int c = 0; c < 3 && any; ++c) shared[c] = T(0.5) * (lo[c] + hi[c]);
     T bound = T(0);
     bool nan = false;
     for (int64_t b = 0; b < B && any; ++b) {
       if (!present[e * B + b]) continue;
-      const T* db = d + 12 * b;
-      T p2 = T(0), a2 = T(0);
-      for (int c = 0; c < 3; ++c) {
-        const T r = db[c] - T(0.5) * (lo[c] + hi[c]);
-        p2 += r * r;
-      }
-      for (int k = 3; k < 12; ++k) a2 += db[k] * db[k];
-      const T v = std::sqrt(p2) + std::sqrt(a2) * radius[e * B + b];
+      const T v = body_move_bound(d + 12 * b, shared, radius[e * B + b]);
       nan |= v != v;
       bound = v > bound ? v : bound;
     }
@@ -171,8 +176,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_newton_check_impl
   check_same_device_dtype(radius, "radius", dq, "dq");
   const std::pair<const at::Tensor*, const char*> masks[] = {{&done, "done"}, {&converged, "converged"}};
   for (const auto& [t, name] : masks) {
-    check_input(*t, name, {E});
-    TORCH_CHECK(t->scalar_type() == at::kBool, name, ": expected bool, got ", t->scalar_type());
+    check_bool_input(*t, name, {E});
     check_same_device(*t, name, dq, "dq");
   }
   check_input(iterations, "iterations", {E});
@@ -204,9 +208,7 @@ at::Tensor ipc_relative_displacement_bound_impl(const at::Tensor& dq, const at::
               "dq: expected float32 or float64, got ", dq.scalar_type());
   check_float_input(radius, "radius", {E, B});
   check_same_device_dtype(radius, "radius", dq, "dq");
-  check_input(present, "present", {E, B});
-  TORCH_CHECK(present.scalar_type() == at::kBool, "present: expected bool, got ",
-              present.scalar_type());
+  check_bool_input(present, "present", {E, B});
   check_same_device(present, "present", dq, "dq");
   std::vector<int64_t> shape(dq.sizes().begin(), dq.sizes().end() - 2);
   at::Tensor out = at::empty(shape, dq.options());
@@ -238,9 +240,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_line_
   check_float_input(energy, "energy", {E});
   check_float_input(trial_energy, "trial_energy", {E});
   check_float_input(alpha, "alpha", {E});
-  check_input(accepted, "accepted", {E});
-  TORCH_CHECK(accepted.scalar_type() == at::kBool, "accepted: expected bool, got ",
-              accepted.scalar_type());
+  check_bool_input(accepted, "accepted", {E});
   check_same_device(accepted, "accepted", q, "q");
   check_same_device(vertex_env, "vertex_env", q, "q");
   at::Tensor q_out = at::empty_like(q), x_out = at::empty_like(x), energy_out = at::empty_like(energy),
