@@ -101,8 +101,11 @@ def test_frictionless_hessian_kept_and_reused_gives_the_same_bits():
     no_friction = potential.FrictionLag(ipc.Candidates(none, none), lag.mu[:0])
     _, H_frictionless = potential.gradient_hessian(packed, c, q, q_hat, w, x_t, no_friction, x, cand)
     assert torch.equal(kept, H_frictionless) and not torch.equal(kept, H)
-    g2, H2, kept2 = potential.gradient_hessian(*args, frictionless_hessian=kept.clone(), keep_frictionless=True)
+    reused = kept.clone()
+    g2, H2, kept2 = potential.gradient_hessian(*args, frictionless_hessian=reused, keep_frictionless=True)
     assert torch.equal(g2, g) and torch.equal(H2, H) and torch.equal(kept2, kept)
+    # The kept part handed back is returned as it is, and friction was not added into it.
+    assert kept2 is reused and torch.equal(reused, kept)
     with pytest.raises(ValueError, match="frictionless_hessian"):
         potential.gradient_hessian(*args, frictionless_hessian=kept[:1])
 
