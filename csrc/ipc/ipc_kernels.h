@@ -204,11 +204,13 @@ struct BarrierPotentialFunctor {
       }
     if (project) {
       // m b is translation invariant; without the mollifier it lives on the closest feature's
-      // vertices only.
+      // vertices only, and for an interior feature on the 5 dimensions of
+      // project_to_psd_interior (b depends on the separation alone; gd = 2 s ∇s).
       int feat[4] = {0, 1, 2, 3};
       const int nf = mollified ? 4 : (is_ee ? edge_edge_feature(type, feat)
                                             : point_triangle_feature(type, feat));
-      project_to_psd_translation_free(H, 12, feat, nf);
+      if (mollified || nf != 4 || !project_to_psd_interior(H, gd))
+        project_to_psd_translation_free(H, 12, feat, nf);
     }
   }
 

@@ -5,6 +5,8 @@ body DOFs is tested in tests/sim/test_reference.py.)"""
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contactnet.ops import ipc
 from contactnet.ops.reference import ipc as ref
@@ -129,6 +131,61 @@ def test_projected_hessian_is_psd():
     for i in range(twice.shape[0]):
         twice[i] = torch.from_numpy(ipctk.project_to_psd(H.local[i].numpy()))
     torch.testing.assert_close(twice, H.local, rtol=0, atol=1e-9 * float(H.local.abs().max()))
+
+
+def _interior_stencil(rng, edge_edge, gap):
+    """Four vertices, unit-sized, whose closest points are interior: a point `gap` above a
+    triangle's inside (p, t0, t1, t2), or two edges crossing `gap` apart (ea0, ea1, eb0, eb1)."""
+    while True:
+        if edge_edge:
+            u, v = rng.normal(size=(2, 3))
+            u, v = u / np.linalg.norm(u), v / np.linalg.norm(v)
+            n = np.cross(u, v)
+            if np.linalg.norm(n) < 0.3:  # far from parallel: the mollifier stays 1
+                continue
+            n /= np.linalg.norm(n)
+            c = rng.normal(size=3)
+            la, lb = rng.uniform(0.2, 1.0, size=(2, 2))
+            return np.stack([c - la[0] * u, c + la[1] * u, c + gap * n - lb[0] * v, c + gap * n + lb[1] * v])
+        t = rng.normal(size=(3, 3))
+        n = np.cross(t[1] - t[0], t[2] - t[0])
+        if np.linalg.norm(n) < 0.3 * max(np.sum((t - np.roll(t, 1, 0)) ** 2, 1)):  # not a sliver
+            continue
+        n /= np.linalg.norm(n)
+        w = rng.dirichlet([2.0, 2.0, 2.0])
+        return np.concatenate([(w @ t + gap * n)[None], t])
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6), edge_edge=st.booleans(), gap=st.floats(1e-4, 0.95),
+       log_scale=st.integers(-3, 3), offset=st.sampled_from([0.0, 1.0, 1e3]))
+def test_interior_projection_matches_ipctk(seed, edge_edge, gap, log_scale, offset):
+    """Interior point–triangle and edge–edge blocks take the 5-dimensional projection
+    (psd.h: project_to_psd_interior); it must equal IPC Toolkit's clamp of the same raw block,
+    at tiny and huge sizes and far from the origin."""
+    rng = np.random.default_rng(seed)
+    scale = 10.0 ** log_scale
+    V = torch.from_numpy(_interior_stencil(rng, edge_edge, gap) * scale + offset * scale)
+    dhat, kappa = scale, 1.0 / scale ** 2
+    if edge_edge:
+        F, E = torch.zeros(0, 3, dtype=torch.int64), torch.tensor([[0, 1], [2, 3]])
+        cand = ipc.Candidates(torch.zeros(0, 2, dtype=torch.int64), torch.tensor([[0, 1]]))
+    else:
+        F, E = torch.tensor([[1, 2, 3]]), torch.zeros(0, 2, dtype=torch.int64)
+        cand = ipc.Candidates(torch.tensor([[0, 0]]), torch.zeros(0, 2, dtype=torch.int64))
+    raw = ipc.barrier_potential_hessian(V, F, E, cand, dhat, kappa, project_to_psd=False, assemble=False).local[0]
+    H = ipc.barrier_potential_hessian(V, F, E, cand, dhat, kappa, assemble=False).local[0]
+    assert float(raw.abs().max()) > 0
+    clamp = torch.from_numpy(ipctk.project_to_psd(raw.numpy()))
+    torch.testing.assert_close(H, clamp, rtol=0, atol=1e-9 * float(clamp.abs().max()))
+    # float32 takes the same path (or the general one where rounding hides the structure): against
+    # float64 on the same rounded vertices.
+    V32 = V.float()
+    raw = ipc.barrier_potential_hessian(V32.double(), F, E, cand, dhat, kappa, project_to_psd=False,
+                                        assemble=False).local[0]
+    clamp = torch.from_numpy(ipctk.project_to_psd(raw.numpy()))
+    H32 = ipc.barrier_potential_hessian(V32, F, E, cand, dhat, kappa, assemble=False).local[0]
+    torch.testing.assert_close(H32.double(), clamp, rtol=0, atol=2e-3 * float(clamp.abs().max()))
 
 
 def test_autograd_first_and_second_order():
