@@ -62,6 +62,7 @@ class StepMode(abc.ABC):
     line_search_trials: int  # the most energy trials per Newton iteration
     updates_in_place: bool  # the step writes q, qdot, time, contact_forces into the old tensors
     reuses_between_steps: bool  # a step may reuse what the last one found (never under graph capture)
+    needs_start_energy: bool  # begin_newton reads the start energy (else it waits for a line search)
 
     def __init__(self, on_failure: str, device: torch.device):
         self.on_failure = on_failure
@@ -79,8 +80,9 @@ class StepMode(abc.ABC):
         `contact_search`); active (E,) bool: the environments still iterating (a mode may leave
         out the others' pairs: their Newton steps are zero)."""
 
-    def begin_newton(self, energy: torch.Tensor) -> None:
-        """The step's starting energy (E,) is known; Newton iterations follow."""
+    def begin_newton(self, energy: torch.Tensor | None) -> None:
+        """Newton iterations follow; energy: the step's starting energy (E,), or None where the
+        mode does not need it (`needs_start_energy`)."""
 
     def friction_pairs(self, scene: PackedScene, lag: FrictionLag, active: torch.Tensor) -> FrictionLag:
         """Friction's lagged pairs for the coming energies and derivatives; active (E,) bool as in
@@ -122,6 +124,7 @@ class Adaptive(StepMode):
     line_search_trials = 40
     updates_in_place = False
     reuses_between_steps = True
+    needs_start_energy = False
 
     def __init__(self, max_iterations: int, on_failure: str, device: torch.device):
         super().__init__(on_failure, device)
@@ -194,6 +197,7 @@ class FixedShape(StepMode):
 
     updates_in_place = True  # a replayed CUDA graph advances the state
     reuses_between_steps = False  # tensors from before a capture would be stale in its replays
+    needs_start_energy = True  # its finiteness is recorded
 
     def __init__(self, iterations: int, line_search_steps: int, max_candidates: int, max_contacts: int,
                  num_envs: int, on_failure: str, device: torch.device):

@@ -324,7 +324,10 @@ class Stepper:
         lag = self._friction_lag(near)
         q = self.q.clone()
         x = x_t  # the positions at q, kept along with it
-        energy = self._energy(q, q_hat, w, x_t, lag, near, x)
+        # The start energy serves the first line search: a step that starts converged (a body at
+        # rest) never needs it, unless the mode checks it.
+        start_near = near
+        energy = self._energy(q, q_hat, w, x_t, lag, near, x) if mode.needs_start_energy else None
         mode.begin_newton(energy)
         done = torch.zeros(E, dtype=torch.bool, device=self.device)
         converged = torch.zeros(E, dtype=torch.bool, device=self.device)
@@ -350,6 +353,8 @@ class Stepper:
             near = mode.search(self.packed, x, x1, self.dhat, q, q1, listed)
             friction = mode.friction_pairs(self.packed, lag, listed)
             alpha = self._ccd(x, x1, near)
+            if energy is None:  # still at the start: q, x and the pairs are the step's first
+                energy = self._energy(q, q_hat, w, x_t, lag, start_near, x)
             accepted = done.clone()
             for _ in range(mode.line_search_trials):
                 trial = q + alpha[:, None, None] * dq

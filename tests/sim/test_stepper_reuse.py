@@ -55,3 +55,41 @@ def test_an_unchanged_state_reuses_the_last_search_and_steps_the_same():
     sim.step()
     assert calls[0] is False  # the step's first search is a swept one: the start's was reused
     assert torch.equal(sim.q, other.q) and torch.equal(sim.contact_forces, other.contact_forces)
+
+
+def test_a_step_that_starts_converged_evaluates_no_energy(monkeypatch):
+    """A body at rest: the first Newton check passes, so the start energy (needed only by a line
+    search) is never evaluated; a step that moves evaluates it once, at the start's pairs, and the
+    trajectory is the one of an eager evaluation, bit for bit."""
+    from contactnet.sim import modes, potential
+
+    real = potential.energy
+
+    def run(eager: bool):
+        """The stepper after 60 steps, each step's Newton iterations and energy evaluations
+        (eager: the start energy always, as the fixed-iteration mode does)."""
+        if eager:
+            monkeypatch.setattr(modes.Adaptive, "needs_start_energy", True)
+        count = 0
+
+        def counted(*args):
+            nonlocal count
+            count += 1
+            return real(*args)
+
+        monkeypatch.setattr(potential, "energy", counted)
+        sim = Stepper(falling_cube(), dt=0.01)
+        iterations, energies = [], []
+        for _ in range(60):
+            before = count
+            iterations.append(sim.step().iterations)
+            energies.append(count - before)
+        return sim, iterations, energies
+
+    lazy, its, calls = run(False)
+    eager, its_eager, _ = run(True)
+    assert its == its_eager and torch.equal(lazy.q, eager.q) and torch.equal(lazy.qdot, eager.qdot)
+    assert 0 in its and its[0] > 0  # it lands, then rests
+    # Energies per step: one per line-search trial, plus the start's where Newton moved.
+    assert all(n == 0 for n, k in zip(calls, its) if k == 0)
+    assert all(n >= 2 for n, k in zip(calls, its) if k > 0)
