@@ -179,13 +179,12 @@ def test_interior_projection_matches_ipctk(seed, edge_edge, gap, log_scale, offs
     clamp = torch.from_numpy(ipctk.project_to_psd(raw.numpy()))
     torch.testing.assert_close(H, clamp, rtol=0, atol=1e-9 * float(clamp.abs().max()))
     # float32 takes the same path (or the general one where rounding hides the structure): against
-    # float64 on the same rounded vertices.
+    # the clamp of its own raw block (near contact a float32 raw block is itself off by ~1e-3).
     V32 = V.float()
-    raw = ipc.barrier_potential_hessian(V32.double(), F, E, cand, dhat, kappa, project_to_psd=False,
-                                        assemble=False).local[0]
-    clamp = torch.from_numpy(ipctk.project_to_psd(raw.numpy()))
+    raw = ipc.barrier_potential_hessian(V32, F, E, cand, dhat, kappa, project_to_psd=False, assemble=False).local[0]
+    clamp = torch.from_numpy(ipctk.project_to_psd(raw.double().numpy()))
     H32 = ipc.barrier_potential_hessian(V32, F, E, cand, dhat, kappa, assemble=False).local[0]
-    torch.testing.assert_close(H32.double(), clamp, rtol=0, atol=2e-3 * float(clamp.abs().max()))
+    torch.testing.assert_close(H32.double(), clamp, rtol=0, atol=1e-4 * float(clamp.abs().max()))
 
 
 def test_autograd_first_and_second_order():
