@@ -140,14 +140,11 @@ class Stepper:
         self._mode: StepMode = self._adaptive if fixed_iterations is None else FixedShape(
             fixed_iterations, line_search_steps, self.max_candidates, self.max_contacts, self.num_envs, on_failure,
             self.device)
-        # The DOFs of static and absent bodies (E, n), their rows and columns and the unit diagonal
-        # that replaces them in every Newton system. The rows and columns: one index list when every
-        # environment fixes the same DOFs (a replicated scene; clearing them then touches 2n of the
-        # n² entries), else an (E, n, n) mask.
+        # The DOFs of static and absent bodies (E, n), as (environment, DOF) index pairs (clearing
+        # their rows and columns touches 2n entries each, not all n²), and the unit diagonal that
+        # replaces them in every Newton system.
         fixed = ~self.free_dof.repeat_interleave(12, dim=1)
-        shared = bool((fixed == fixed[:1]).all())
-        rows = torch.nonzero(fixed[0]).flatten() if shared else fixed[:, :, None] | fixed[:, None, :]
-        self._fixed_dofs = (fixed, rows, fixed.to(self.dtype))
+        self._fixed_dofs = (fixed, torch.nonzero(fixed, as_tuple=True), fixed.to(self.dtype))
         self.kappa = float(kappa) if kappa is not None else self._auto_kappa()
         self._end_contacts = None  # (q, d̂, positions, pairs within d̂) at the end of the last step
         self._frictionless = None  # (q, w, Hessian but friction's) of the last Newton iteration
@@ -262,11 +259,9 @@ class Stepper:
         """Newton direction −H⁻¹g per environment with the DOFs of static and absent bodies fixed,
         and (E,) bool: H factorised (see the mode's `solve`). H, fresh from `_gradient_hessian`,
         is overwritten (no copies of the (E, n, n) systems)."""
-        fixed, rows, fixed_diagonal = self._fixed_dofs
-        if rows.dtype == torch.bool:
-            H.masked_fill_(rows, 0.0)
-        else:
-            H.index_fill_(1, rows, 0.0).index_fill_(2, rows, 0.0)
+        fixed, (env, dof), fixed_diagonal = self._fixed_dofs
+        H[env, dof] = 0.0
+        H[env, :, dof] = 0.0
         H.diagonal(dim1=1, dim2=2).add_(fixed_diagonal)
         return mode.solve(H, grad.masked_fill(fixed, 0.0))
 
