@@ -4,6 +4,7 @@
     python eval.py ckpt_path=... data=procedural_medium splits=[boundary_unknown] out=scores.json
     python eval.py ckpt_path=... hybrid_max_error=0.001      # + the certified hybrid, tau from val
     python eval.py ckpt_path=... clouds=single_view          # each object as one depth view sees it
+    python eval.py ckpt_path=... clouds=single_view completion=outputs/completion/net.pt  # views completed
     python eval.py ckpt_path=... frames=4                    # logits averaged over 4 frames per object
 
 Prints per split the balanced accuracy, accuracy, TPR, TNR, AP, ECE and the accuracy per band of
@@ -21,7 +22,7 @@ from contactnet.training.metrics import format_reports
 def main(cfg: DictConfig) -> None:
     results = evaluate(cfg.ckpt_path, cfg.data_root, splits=cfg.splits, groups_per_batch=cfg.groups_per_batch,
                        hybrid_max_error=cfg.hybrid_max_error, tau_root=cfg.tau_root, clouds=cfg.clouds,
-                       frames=cfg.frames)
+                       frames=cfg.frames, completion=cfg.completion)
     print(format_reports(results))
     if cfg.out:
         write_results(results, cfg.out)

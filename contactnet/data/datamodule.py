@@ -24,6 +24,8 @@ of its views, chosen by (group, side) alone so every model is scored on the same
 `partial_prob` replaces each cloud of a training group by a random view with that probability.
 A partial cloud's box is its visible points' bounds (all a user with a depth image knows), while
 the poses stay in the object's frame; rotation augmentation turns it like the full cloud.
+`completion` (a `ViewCompletion` checkpoint, `contactnet.training.completion`) completes every
+view before use: the visible points plus the predicted unseen side, boxed by their bounds.
 """
 
 import itertools
@@ -52,11 +54,14 @@ def _cube_rotations() -> torch.Tensor:
     return matrix_to_quaternion(torch.stack([m for m in mats if torch.det(m) > 0]))
 
 
-def _check_clouds(clouds: str, partial_prob: float) -> None:
+def _check_clouds(clouds: str, partial_prob: float, completion=None) -> None:
     if clouds not in CLOUDS:
         raise ValueError(f"clouds: expected one of {CLOUDS}, got {clouds!r}")
     if not 0 <= partial_prob <= 1:
         raise ValueError(f"partial_prob: expected a probability in [0, 1], got {partial_prob}")
+    if completion is not None and clouds == "full" and partial_prob == 0:
+        raise ValueError(f"completion: {completion} completes single views, but no cloud is one here "
+                         "(clouds='full', partial_prob=0)")
 
 
 def _bounds(points: torch.Tensor) -> torch.Tensor:
@@ -76,11 +81,11 @@ class PairGroups(Dataset):
 
     def __init__(self, root: str | Path, objects, augment: bool | str = False, seed: int = 0,
                  allowed_objects: set[int] | None = None, clouds: str = "full", partial_prob: float = 0.0,
-                 frame: torch.Tensor | None = None):
-        """clouds, partial_prob: see the module docstring. frame (4,) quaternion: every object
-        given in that fixed frame (`reframe_object`; test-time frame averaging) instead of
+                 frame: torch.Tensor | None = None, completion: str | Path | None = None):
+        """clouds, partial_prob, completion: see the module docstring. frame (4,) quaternion: every
+        object given in that fixed frame (`reframe_object`; test-time frame averaging) instead of
         `augment`'s random ones."""
-        _check_clouds(clouds, partial_prob)
+        _check_clouds(clouds, partial_prob, completion)
         if frame is not None and (not isinstance(frame, torch.Tensor) or frame.shape != (4,)):
             raise ValueError(f"frame: expected a (4,) quaternion tensor [qw, qx, qy, qz], got "
                              f"{getattr(frame, 'shape', type(frame).__name__)}")
@@ -104,7 +109,7 @@ class PairGroups(Dataset):
         self.clouds, self.partial_prob = clouds, partial_prob
         self.views = None
         if clouds != "full" or partial_prob > 0:
-            self.views = objects.partial_views()
+            self.views = objects.partial_views() if completion is None else objects.completed_views(completion)
             if self.views.points.shape[2] != objects.points.shape[1]:
                 raise ValueError(f"clouds: the cached views hold {self.views.points.shape[2]} points, the full clouds "
                                  f"{objects.points.shape[1]}; rebuild {objects.root / 'partial'} with the set's K")
@@ -216,14 +221,16 @@ class PairDataModule(L.LightningDataModule):
     """Train / val / test_known / test_unknown loaders over a generated dataset folder."""
 
     def __init__(self, root: str, groups_per_batch: int = 8, num_workers: int = 0, augment: bool | str = "cube",
-                 seed: int = 0, train_objects: int | None = None, clouds: str = "full", partial_prob: float = 0.0):
+                 seed: int = 0, train_objects: int | None = None, clouds: str = "full", partial_prob: float = 0.0,
+                 completion: str | None = None):
         """augment: the training rotations, "so3", "cube" or "none" (True / False mean "so3" / "none").
         train_objects: train only on pairs among the first N known objects (data efficiency).
         clouds: "full" or "single_view" clouds in every split; partial_prob: probability that a
-        training cloud is replaced by a random single view (see the module docstring)."""
+        training cloud is replaced by a random single view; completion: a ViewCompletion checkpoint
+        that completes those views (see the module docstring)."""
         super().__init__()
-        _check_clouds(clouds, partial_prob)
-        self.clouds, self.partial_prob = clouds, partial_prob
+        _check_clouds(clouds, partial_prob, completion)
+        self.clouds, self.partial_prob, self.completion = clouds, partial_prob, completion
         self.train_objects = train_objects
         self.root = Path(root)
         self.groups_per_batch = groups_per_batch
@@ -254,7 +261,9 @@ class PairDataModule(L.LightningDataModule):
         for split in (*FIT_SPLITS, *self.test_splits):
             self.datasets[split] = PairGroups(self.root / split, objects, augment=self.augment if split == "train" else "none",
                                               seed=self.seed, allowed_objects=allowed if split == "train" else None,
-                                              clouds=self.clouds, partial_prob=self.partial_prob if split == "train" else 0.0)
+                                              clouds=self.clouds, partial_prob=self.partial_prob if split == "train" else 0.0,
+                                              completion=self.completion if self.clouds != "full" or split == "train"
+                                              else None)
         if len(self.datasets["train"]) == 0:
             raise ValueError(f"train_objects: no training pair uses only the first {self.train_objects} objects")
 

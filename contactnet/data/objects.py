@@ -63,6 +63,7 @@ class ObjectSet:
     inner_of: list[int | None] = field(default_factory=list)  # id of the original, for inner copies
     _partial_views: PartialViews | None = field(repr=False, default=None)
     _convex_hulls: ConvexHulls | None = field(repr=False, default=None)
+    _completed_views: dict = field(repr=False, default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -73,6 +74,19 @@ class ObjectSet:
         if self._partial_views is None:
             self._partial_views = load_partial_views(self.root, build_missing=build_missing)
         return self._partial_views
+
+    def completed_views(self, completion: str | Path) -> PartialViews:
+        """`partial_views` with every view completed by the `ViewCompletion` checkpoint at
+        `completion` (`contactnet.models.completion`; the same draws every time), computed on
+        first use and kept per checkpoint."""
+        key = str(Path(completion).resolve())
+        if key not in self._completed_views:
+            from contactnet.models.completion import complete_views, load_view_completion
+
+            views = self.partial_views()
+            points, normals = complete_views(load_view_completion(completion), views.points, views.normals)
+            self._completed_views[key] = PartialViews(points, normals, views.eyes)
+        return self._completed_views[key]
 
     def convex_hulls(self) -> ConvexHulls:
         """The objects' convex hulls (`build_convex_hulls`, about a second per 100 objects), built

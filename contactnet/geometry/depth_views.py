@@ -183,15 +183,17 @@ def estimate_normals(points: np.ndarray, camera_position, radius: float, max_nn:
 
 def camera_eyes(vertices: np.ndarray, views: int, seed: int, spec: ViewSpec | None = None) -> np.ndarray:
     """(views, 3) camera positions around the mesh's AABB centre: uniform directions, distances
-    uniform in `spec.distance_m`. The eyes `partial_cloud(..., seed, views)` uses."""
+    uniform in `spec.distance_m`, pushed out to 1.5× the bounding sphere's radius for an object
+    that large (a table or a shelf; a camera in its bounding sphere would not see it whole). The
+    eyes `partial_cloud(..., seed, views)` uses."""
     spec = spec or ViewSpec()
     if views <= 0:
         raise ValueError(f"views: expected a positive number of views, got {views}")
     rng = np.random.default_rng([seed, 0])
     directions = rng.normal(size=(views, 3))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    centre, _ = _bounding_sphere(np.asarray(vertices, dtype=np.float64))
-    return centre + directions * rng.uniform(*spec.distance_m, size=(views, 1))
+    centre, radius = _bounding_sphere(np.asarray(vertices, dtype=np.float64))
+    return centre + directions * np.maximum(rng.uniform(*spec.distance_m, size=(views, 1)), 1.5 * radius)
 
 
 def _view(vertices, faces, eye, spec: ViewSpec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

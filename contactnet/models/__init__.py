@@ -2,6 +2,8 @@
 
 from contactnet.models.checkpoint import load_model
 from contactnet.models.collision_nets import LOCC, CollisionNet, GlobalOCN
+from contactnet.models.completion import ViewCompletion, load_view_completion
 from contactnet.models.encoder import ShapeEmbedding, ShapeEncoder
 
-__all__ = ["LOCC", "CollisionNet", "GlobalOCN", "ShapeEmbedding", "ShapeEncoder", "load_model"]
+__all__ = ["LOCC", "CollisionNet", "GlobalOCN", "ShapeEmbedding", "ShapeEncoder", "ViewCompletion", "load_model",
+           "load_view_completion"]

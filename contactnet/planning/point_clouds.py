@@ -18,7 +18,7 @@ import numpy as np
 
 from contactnet.geometry.depth_views import _camera_matrix, estimate_normals, points_from_depth
 
-__all__ = ["cloud_from_depth", "check_cloud", "encoder_samples", "octahedra"]
+__all__ = ["cloud_from_depth", "check_cloud", "completed_samples", "encoder_samples", "octahedra"]
 
 _OCTAHEDRON_FACES = np.array([[0, 2, 4], [2, 1, 4], [1, 3, 4], [3, 0, 4],
                               [2, 0, 5], [1, 2, 5], [3, 1, 5], [0, 3, 5]])
@@ -63,3 +63,14 @@ def encoder_samples(points: np.ndarray, count: int, seed: int, viewpoint, normal
     rng = np.random.default_rng(seed)
     pick = rng.choice(points.shape[0], count, replace=points.shape[0] < count)
     return points[pick].astype(np.float32), normals[pick].astype(np.float32)
+
+
+def completed_samples(completion, points: np.ndarray, normals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`encoder_samples` of one object's view completed by `completion` (a `ViewCompletion` or the
+    path of its checkpoint): the same count of points with outward normals, float32."""
+    from contactnet.models.completion import ViewCompletion, complete_views, load_view_completion
+
+    if not isinstance(completion, ViewCompletion):
+        completion = load_view_completion(completion)
+    p, n = complete_views(completion.eval(), points[None].astype(np.float32), normals[None].astype(np.float32))
+    return p[0], n[0]

@@ -144,6 +144,9 @@ class CollisionWorld:
         else:
             pts, nrm = samples[0] - offset.numpy().astype(np.float32), samples[1]
         box = mesh.bounds()
+        if samples is not None:  # a completed view reaches past the visible points' mesh: box both
+            pts_t = torch.as_tensor(pts, dtype=box.dtype)
+            box = torch.stack([torch.minimum(box[0], pts_t.amin(0)), torch.maximum(box[1], pts_t.amax(0))])
         self.points = torch.cat([self.points, torch.as_tensor(pts, dtype=torch.float32, device=self.device)[None]])
         self.normals = torch.cat([self.normals, torch.as_tensor(nrm, dtype=torch.float32, device=self.device)[None]])
         self.aabb = torch.cat([self.aabb, box.to(device=self.device, dtype=torch.float32)[None]])
@@ -416,17 +419,23 @@ class CollisionWorld:
 
     def add_point_cloud(self, name: str, points=None, *, depth=None, intrinsics=None, camera_pose=None,
                         point_radius: float = 0.005, env: int = 0, enabled: bool = True,
-                        normal_radius: float | None = None) -> int:
+                        normal_radius: float | None = None, completion=None) -> int:
         """A cloud from `points` (P, 3) world metres (numpy or torch), or from a depth image (H, W)
         z-depth metres with `intrinsics` (3, 3) and `camera_pose` (7,) [x, y, z, qw, qx, qy, qz] /
         (4, 4) camera-to-world. Each point is a ball of `point_radius` (point_clouds.py). Normals
         for the learned models: open3d over neighbours within normal_radius (default 4 *
         point_radius, at least 1 cm), oriented towards the camera (or, for bare points, away from
         the cloud's centre); they need open3d, the `pointcloud` extra. The obstacle's pose is the
-        cloud's AABB centre (set_pose moves it)."""
+        cloud's AABB centre (set_pose moves it).
+
+        completion: for a depth image of one object, a `ViewCompletion` (or its checkpoint path,
+        `contactnet.training.completion`): the learned models then read the view completed with
+        its predicted unseen side; the exact kernels always see the visible points only."""
         self._new_name(name)
         if points is not None and depth is not None:
             raise ValueError("points, depth: give one of them, not both")
+        if completion is not None and depth is None:
+            raise ValueError("completion: completes a depth image's view (normals facing its camera); give depth=")
         if isinstance(point_radius, bool) or not isinstance(point_radius, (int, float)) or not point_radius > 0:
             raise ValueError(f"point_radius: expected a number > 0 (metres), got {point_radius!r}")
         if depth is not None:
@@ -448,6 +457,8 @@ class CollisionWorld:
         points, normals = point_clouds.encoder_samples(cloud, self.num_points, self.seed + len(self._meshes),
                                                        viewpoint, radius)
         samples = (points, -normals if outward else normals)
+        if completion is not None:
+            samples = point_clouds.completed_samples(completion, *samples)
         v, f = point_clouds.octahedra(cloud, point_radius)
         mid = self._register(f"_point_cloud/{name}", (v, f), samples=samples, sphere_queryable=False)
         offset = self._offsets[mid]

@@ -18,17 +18,19 @@ from contactnet.training.module import group_logits
 
 @torch.no_grad()
 def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int = 16, device: str = "cpu",
-                  objects=None, clouds: str = "full", frames: int = 1) -> dict[str, torch.Tensor]:
+                  objects=None, clouds: str = "full", frames: int = 1, completion=None) -> dict[str, torch.Tensor]:
     """Flat logits, exact labels, signed distances and whether the two objects' hulls are
     certainly apart (`hulls_separated`, what the hybrid answers without the network) of every
     query of one split; frames > 1: each logit is the mean over the
-    objects' first `frames` test-time frames (`frame_quaternions`, the checker's `frames`)."""
+    objects' first `frames` test-time frames (`frame_quaternions`, the checker's `frames`);
+    completion: a ViewCompletion checkpoint that completes the views of clouds="single_view"."""
     objects = objects if objects is not None else load_object_set(Path(data_root) / "objects")
     out = {"logit": [], "label": [], "signed_distance": [], "separated": []}
     hulls = objects.convex_hulls()
     for frame, q in enumerate(frame_quaternions(frames)):
         # Frame 0 is the objects' own: read as stored, not turned by the identity (the plain scores, bitwise).
-        groups = PairGroups(Path(data_root) / split, objects, clouds=clouds, frame=q if frame else None)
+        groups = PairGroups(Path(data_root) / split, objects, clouds=clouds, frame=q if frame else None,
+                            completion=completion)
         logits = []
         for batch in torch.utils.data.DataLoader(groups, batch_size=groups_per_batch):
             batch = {name: value.to(device) for name, value in batch.items()}
@@ -48,12 +50,15 @@ def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int 
 
 def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int = 16,
              device: str | None = None, hybrid_max_error: float | None = None,
-             tau_root: str | None = None, clouds: str = "full", frames: int = 1) -> dict[str, dict]:
+             tau_root: str | None = None, clouds: str = "full", frames: int = 1,
+             completion: str | None = None) -> dict[str, dict]:
     """{split: collision_report} for each split (default: every test split under `data_root`).
 
     clouds: "full" surface samples, or "single_view": each object as one cached depth view sees
     it (the same views for every model; built once in `<data_root>/objects/partial/` if missing),
     to compare both on the same pairs. The hybrid's tau always comes from full clouds.
+    completion: a `ViewCompletion` checkpoint (`python -m contactnet.training.completion`) that
+    completes every single view first: the visible points and the predicted unseen side.
 
     frames: score each query by its logit averaged over that many test-time frames of its objects
     (`predict_split`; what `CollisionChecker(frames=...)` does), tau included.
@@ -76,7 +81,7 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
         tau = choose_tau(val["logit"], val["label"], hybrid_max_error, val["separated"])
     results = {}
     for split in splits:
-        scores = predict_split(net, data_root, split, groups_per_batch, device, objects, clouds, frames)
+        scores = predict_split(net, data_root, split, groups_per_batch, device, objects, clouds, frames, completion)
         results[split] = collision_report(torch.sigmoid(scores["logit"]), scores["label"], scores["signed_distance"])
         results[split]["frames"] = frames
         if tau is not None:

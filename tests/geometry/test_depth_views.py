@@ -176,3 +176,16 @@ def test_missing_open3d_names_the_extra(monkeypatch):
     vertices, faces = _cube()
     with pytest.raises(ImportError, match=r"contactnet\[pointcloud\]"):
         render_depth(vertices, faces, pinhole_intrinsics(8, 8, 8.0), np.eye(4), 8, 8)
+
+
+def test_cameras_stand_outside_objects_larger_than_their_distance_range():
+    vertices, faces = _cube()
+    big = vertices * (1.0 / H)  # a 2 m cube: bounding radius 1.73 m, beyond the 0.4-0.8 m range
+    eyes = camera_eyes(big, 8, seed=1)
+    radius = np.linalg.norm(big, axis=1).max()
+    np.testing.assert_allclose(np.linalg.norm(eyes, axis=1), 1.5 * radius, rtol=1e-6)
+    points, _ = render_views(big, faces, eyes[:1], 300, seed=1)
+    assert points.shape == (300, 3)
+    # Objects inside the range keep their drawn distances (cached views stay valid).
+    small = camera_eyes(vertices, 8, seed=1)
+    assert (np.linalg.norm(small, axis=1) >= 0.4).all() and (np.linalg.norm(small, axis=1) <= 0.8).all()

@@ -121,3 +121,30 @@ def test_user_inputs_describe_and_save(tmp_path):
     with pytest.raises(ValueError, match="camera_pose: expected a unit quaternion"):
         w.add_point_cloud("c", depth=np.ones((4, 4)), intrinsics=np.eye(3), camera_pose=[0, 0, 0, 0.5, 0, 0, 0])
     assert PrimitiveKind.CUBOID == 0
+
+
+def test_a_completed_view_feeds_the_learned_models_and_boxes_their_grid(tmp_path):
+    from contactnet.models.completion import FORMAT, ViewCompletion
+    from contactnet.planning.point_clouds import completed_samples
+
+    tm = trimesh.creation.box(extents=BOX)
+    camera = look_at([0.6, -0.5, 0.5], [0, 0, 0])
+    k = pinhole_intrinsics(160, 128, 200.0)
+    depth = render_depth(np.asarray(tm.vertices), np.asarray(tm.faces), k, camera, 160, 128)
+    torch.manual_seed(0)
+    net = ViewCompletion(predicted=128, inputs=64, width=32)
+    path = tmp_path / "completion.pt"
+    torch.save({"format": FORMAT, "config": net.config, "state_dict": net.state_dict()}, path)
+    plain = CollisionWorld(max_obstacles=1, num_points=256)
+    plain.add_point_cloud("seen", depth=depth, intrinsics=k, camera_pose=camera)
+    done = CollisionWorld(max_obstacles=1, num_points=256)
+    done.add_point_cloud("seen", depth=depth, intrinsics=k, camera_pose=camera, completion=str(path))
+    offset = done._offsets[0].numpy().astype(np.float32)
+    expected, expected_normals = completed_samples(net, plain.points[0].numpy() + offset, plain.normals[0].numpy())
+    np.testing.assert_allclose(done.points[0].numpy(), expected - offset, atol=1e-6)
+    np.testing.assert_allclose(done.normals[0].numpy(), expected_normals, atol=1e-6)
+    # The grid's box holds the predicted points as well as the visible ones.
+    assert (done.aabb[0, 0] <= done.points[0].amin(0)).all() and (done.aabb[0, 1] >= done.points[0].amax(0)).all()
+    assert (done.aabb[0, 0] <= plain.aabb[0, 0]).all() and (done.aabb[0, 1] >= plain.aabb[0, 1]).all()
+    with pytest.raises(ValueError, match="completion"):
+        done.add_point_cloud("bare", points=np.random.rand(50, 3), completion=str(path))

@@ -1,0 +1,99 @@
+"""ViewCompletion: a canonical frame that follows the view, completion that commutes with rigid
+motions and scaling, the visible points kept, the Chamfer loss, and its checkpoints."""
+
+import math
+
+import pytest
+import torch
+
+from contactnet.models.completion import ViewCompletion, canonical_frames, chamfer, load_view_completion
+
+
+def _view(batch=3, k=200, seed=0):
+    """Points on the camera-facing half of stretched ellipsoids (camera on −z), normals facing it."""
+    g = torch.Generator().manual_seed(seed)
+    d = torch.nn.functional.normalize(torch.randn(batch, k, 3, generator=g, dtype=torch.float64), dim=-1)
+    d[..., 2] = -d[..., 2].abs()
+    axes = torch.tensor([0.08, 0.03, 0.05], dtype=torch.float64)
+    points = d * axes + torch.randn(batch, 1, 3, generator=g, dtype=torch.float64) * 0.1
+    normals = torch.nn.functional.normalize(d / axes, dim=-1)
+    return points, normals
+
+
+def _motion(seed=1):
+    g = torch.Generator().manual_seed(seed)
+    R, _ = torch.linalg.qr(torch.randn(3, 3, generator=g, dtype=torch.float64))
+    R = R * torch.sign(torch.det(R))
+    return R, torch.randn(3, generator=g, dtype=torch.float64), 2.5
+
+
+def test_canonical_coordinates_do_not_depend_on_the_pose_or_scale_of_the_view():
+    points, normals = _view()
+    R, t, s = _motion()
+    moved, moved_normals = s * points @ R.T + t, normals @ R.T
+    canon = [((p - o[:, None]) @ Q.transpose(1, 2) / sc[:, None, None])
+             for p, (o, Q, sc) in ((points, canonical_frames(points, normals)),
+                                   (moved, canonical_frames(moved, moved_normals)))]
+    torch.testing.assert_close(canon[0], canon[1], rtol=0, atol=1e-9)
+    _, Q, scale = canonical_frames(points, normals)
+    torch.testing.assert_close(Q @ Q.transpose(1, 2), torch.eye(3, dtype=torch.float64).expand(3, 3, 3))
+    assert torch.allclose(torch.det(Q), torch.ones(3, dtype=torch.float64))
+    assert (Q[:, 2, 2] > 0.9).all()  # +z looks from the camera (on −z) into the object
+    assert (scale > 0).all()
+
+
+def test_completion_commutes_with_rigid_motions_and_scaling():
+    torch.manual_seed(0)
+    net = ViewCompletion(predicted=64, inputs=50, width=32).double().eval()
+    points, normals = _view()
+    R, t, s = _motion(2)
+    with torch.no_grad():
+        p0, n0 = net(points, normals, torch.Generator().manual_seed(5))
+        p1, n1 = net(s * points @ R.T + t, normals @ R.T, torch.Generator().manual_seed(5))
+    torch.testing.assert_close(p1, s * p0 @ R.T + t, rtol=0, atol=1e-9)
+    torch.testing.assert_close(n1, n0 @ R.T, rtol=0, atol=1e-9)
+
+
+def test_completion_keeps_visible_points_and_returns_the_view_size():
+    net = ViewCompletion(predicted=64, inputs=50, width=32, keep=0.25).double().eval()
+    points, normals = _view(k=200)
+    with torch.no_grad():
+        p, n = net(points, normals)
+    assert p.shape == n.shape == points.shape
+    kept = round(0.25 * 200)
+    # The first `kept` rows are visible points (with their normals); the rest are predicted.
+    assert (p[:, :kept, None] == points[:, None]).all(-1).any(-1).all()
+    torch.testing.assert_close(n.norm(dim=-1), torch.ones(3, 200, dtype=torch.float64))
+    with pytest.raises(ValueError, match="points, normals"):
+        net(points, normals[:, :10])
+    with pytest.raises(ValueError, match="keep"):
+        ViewCompletion(keep=1.5)
+
+
+def test_chamfer_against_a_hand_computed_pair():
+    a = torch.tensor([[[0.0, 0, 0], [1.0, 0, 0]]])
+    b = torch.tensor([[[0.0, 0, 0], [0.0, 0, 3.0], [1.0, 0, 0]]])
+    distance, nearest = chamfer(a, b)
+    # a → b: 0, 0; b → a: 0, 3, 0  →  0 + 1.
+    torch.testing.assert_close(distance, torch.tensor([1.0]))
+    assert nearest.tolist() == [[0, 2]]
+    a.requires_grad_(True)
+    chamfer(a, b)[0].sum().backward()
+    assert torch.isfinite(a.grad).all()
+
+
+def test_checkpoint_round_trip_and_refusal(tmp_path):
+    from contactnet.models.completion import FORMAT
+
+    torch.manual_seed(0)
+    net = ViewCompletion(predicted=32, inputs=20, width=16)
+    path = tmp_path / "c.pt"
+    torch.save({"format": FORMAT, "config": net.config, "state_dict": net.state_dict()}, path)
+    loaded = load_view_completion(path)
+    assert not loaded.training and loaded.config == net.config
+    for a, b in zip(net.state_dict().values(), loaded.state_dict().values()):
+        assert torch.equal(a, b)
+    torch.save({"state_dict": {}}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a view-completion checkpoint"):
+        load_view_completion(tmp_path / "other.pt")
+    assert math.isclose(net.keep, 0.5)

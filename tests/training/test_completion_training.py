@@ -1,0 +1,73 @@
+"""Training a ViewCompletion: the known objects only, a checkpoint that loads, a resumed run equal to
+an uninterrupted one; and evaluation on completed views."""
+
+import pytest
+import torch
+
+import contactnet.training.completion as completion_training
+from contactnet.data.dataset import load_manifest
+from contactnet.data.objects import load_object_set
+from contactnet.models.completion import load_view_completion
+from contactnet.training.completion import train_completion, training_views
+from contactnet.training.evaluate import evaluate
+from tests.training.test_evaluate import _checkpoint
+
+
+def test_training_views_hold_the_known_objects_and_their_inner_copies(tiny_data):
+    data = tiny_data / "procedural_tiny"
+    objects = load_object_set(data / "objects")
+    known = set(load_manifest(data / "train")["objects"]["known"])
+    ids = [i for i in range(len(objects)) if i in known or objects.inner_of[i] in known]
+    (points, normals, full, full_normals), = training_views(data)
+    views = objects.partial_views()
+    assert points.shape[0] == len(ids) < len(objects)
+    assert torch.equal(points, torch.from_numpy(views.points[ids]))
+    assert torch.equal(full, torch.from_numpy(objects.points[ids]).float())
+    with pytest.raises(ValueError, match="at least one object set"):
+        training_views(None)
+
+
+def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path, tiny_data, monkeypatch):
+    data = tiny_data / "procedural_tiny"
+    settings = dict(data_root=data, steps=4, batch=4, target_points=64, save_every=2, progress=False)
+    whole = train_completion(tmp_path / "whole.pt", **settings)
+    out = tmp_path / "resumed.pt"
+    calls = {"n": 0}
+    real = completion_training.completion_loss
+
+    def interrupted(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 4:  # during step 3, after step 2's checkpoint
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(completion_training, "completion_loss", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train_completion(out, **settings)
+    assert out.with_name("resumed.pt.partial").exists() and not out.exists()
+    monkeypatch.setattr(completion_training, "completion_loss", real)
+    with pytest.raises(ValueError, match="steps"):
+        train_completion(out, **{**settings, "steps": 6})
+    train_completion(out, **settings)
+    assert not out.with_name("resumed.pt.partial").exists()
+    resumed = load_view_completion(out)
+    for a, b in zip(whole.state_dict().values(), resumed.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_evaluation_reads_completed_views(tmp_path, tiny_data):
+    data = tiny_data / "procedural_tiny"
+    completion = tmp_path / "completion.pt"
+    train_completion(completion, data, steps=1, batch=2, target_points=32, progress=False)
+    _, ckpt = _checkpoint(tmp_path)
+    single = evaluate(str(ckpt), str(data), splits=["test_unknown"], device="cpu", clouds="single_view")
+    completed = evaluate(str(ckpt), str(data), splits=["test_unknown"], device="cpu", clouds="single_view",
+                         completion=str(completion))
+    assert completed["test_unknown"]["n"] == single["test_unknown"]["n"]
+    assert completed["test_unknown"]["ece"] != single["test_unknown"]["ece"]
+    objects = load_object_set(data / "objects")
+    views, done = objects.partial_views(), objects.completed_views(completion)
+    assert done.points.shape == views.points.shape and not (done.points == views.points).all()
+    assert objects.completed_views(completion) is done  # computed once per checkpoint
+    with pytest.raises(ValueError, match="completion"):
+        evaluate(str(ckpt), str(data), splits=["test_unknown"], device="cpu", completion=str(completion))
