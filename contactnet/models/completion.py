@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -133,8 +134,6 @@ def load_view_completion(path: str | Path, map_location: str | torch.device = "c
 def complete_views(net: ViewCompletion, points, normals, batch: int = 512, seed: int = 0):
     """Views (..., K, 3) float32 numpy arrays (e.g. `PartialViews.points`, `.normals`) → their
     completions, same shapes and dtype; the draws come from `seed`, so a rerun gives the same."""
-    import numpy as np
-
     shape = points.shape
     flat_p = torch.from_numpy(np.ascontiguousarray(points, dtype=np.float32)).reshape(-1, *shape[-2:])
     flat_n = torch.from_numpy(np.ascontiguousarray(normals, dtype=np.float32)).reshape(-1, *shape[-2:])
