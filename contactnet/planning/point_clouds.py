@@ -66,8 +66,9 @@ def encoder_samples(points: np.ndarray, count: int, seed: int, viewpoint, normal
 
 
 def completed_samples(completion, points: np.ndarray, normals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`encoder_samples` of one object's view completed by `completion` (a `ViewCompletion` or the
-    path of its checkpoint): the same count of points with outward normals, float32."""
+    """`encoder_samples` of one object's view completed by `completion` (a `ViewCompletion`, or the
+    path of its checkpoint, read on every call: pass the module to read it once): the same count
+    of points with outward normals, float32."""
     from contactnet.models.completion import ViewCompletion, complete_views, load_view_completion
 
     if not isinstance(completion, ViewCompletion):
