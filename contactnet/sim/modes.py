@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 import warnings
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -24,7 +25,7 @@ from contactnet.sim import contact_search
 from contactnet.sim.packed import PackedScene, checked_script_poses
 from contactnet.sim.potential import FrictionLag
 
-__all__ = ["Adaptive", "CandidateOverflow", "FixedShape", "StepMode", "StepNotConverged"]
+__all__ = ["Adaptive", "CandidateOverflow", "FixedDofs", "FixedShape", "StepMode", "StepNotConverged"]
 
 
 class StepNotConverged(RuntimeError):
@@ -47,6 +48,24 @@ def report_unconverged(on_failure: str, unconverged: torch.Tensor, total: int, s
     if on_failure == "raise":
         raise StepNotConverged(msg)
     warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel + 1)
+
+
+class FixedDofs(NamedTuple):
+    """The DOFs held in place in every Newton system (those of static and absent bodies): (E, n)
+    bool; the same as (environment, DOF) index pairs, whose clearing touches 2n entries of a
+    system each, not all n²; and the unit diagonal that replaces them."""
+
+    mask: torch.Tensor
+    index: tuple[torch.Tensor, torch.Tensor]
+    diagonal: torch.Tensor
+
+    def hold(self, H: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+        """H's fixed rows and columns set to the identity's, in place; grad with zeros there."""
+        env, dof = self.index
+        H[env, dof] = 0.0
+        H[env, :, dof] = 0.0
+        H.diagonal(dim1=1, dim2=2).add_(self.diagonal)
+        return grad.masked_fill(self.mask, 0.0)
 
 
 def diagonal_scale(H: torch.Tensor) -> torch.Tensor:
@@ -90,9 +109,10 @@ class StepMode(abc.ABC):
         return lag
 
     @abc.abstractmethod
-    def solve(self, H, grad) -> tuple[torch.Tensor, torch.Tensor]:
-        """Newton direction −H⁻¹g (E, n) and (E,) bool: H factorised (shifts, where needed, are
-        multiples of `diagonal_scale(H)`)."""
+    def solve(self, H, grad, fixed: FixedDofs) -> tuple[torch.Tensor, torch.Tensor]:
+        """Newton direction −H⁻¹g (E, n) with the `fixed` DOFs held (H's rows and columns
+        overwritten, see `FixedDofs.hold`), and (E,) bool: H factorised (shifts, where needed, are
+        multiples of `diagonal_scale(H)` of the held H)."""
 
     @abc.abstractmethod
     def screen(self, dq: torch.Tensor, factorised: torch.Tensor) -> torch.Tensor:
@@ -155,11 +175,12 @@ class Adaptive(StepMode):
         fv, ee = lag.candidates
         return FrictionLag(ipc.Candidates(fv[keep_fv], ee[keep_ee]), lag.mu[torch.cat([keep_fv, keep_ee])])
 
-    def solve(self, H, grad):
+    def solve(self, H, grad, fixed: FixedDofs):
         """−H⁻¹g, shifting only environments whose H does not factorise (flat shells, free affine
-        modes) by growing multiples of H's diagonal scale; and (E,) bool: H factorised."""
+        modes) by growing multiples of H's diagonal scale; and (E,) bool: H factorised. The solve
+        holds the fixed DOFs itself (on the CPU inside the op, without index_put_'s cost)."""
         shift = torch.zeros(H.shape[0], dtype=H.dtype, device=H.device)
-        x, ok = ipc.cholesky_solve(H, grad, shift)  # nearly always enough
+        x, ok = ipc.cholesky_solve(H, grad, shift, fixed.mask)  # nearly always enough
         scale = None
         for _ in range(7):
             bad = ~ok
@@ -167,7 +188,7 @@ class Adaptive(StepMode):
                 break
             scale = diagonal_scale(H) if scale is None else scale
             shift = torch.where(bad, torch.where(shift == 0, 1e-12, shift * 100), shift)
-            x, ok = ipc.cholesky_solve(H, grad, shift * scale)
+            x, ok = ipc.cholesky_solve(H, grad, shift * scale, fixed.mask)
         return -x, ok
 
     def screen(self, dq: torch.Tensor, factorised: torch.Tensor) -> torch.Tensor:
@@ -227,9 +248,10 @@ class FixedShape(StepMode):
         self.step_overflow |= found.overflow
         return found.candidates
 
-    def solve(self, H, grad):
+    def solve(self, H, grad, fixed: FixedDofs):
         """−H⁻¹g with the first of a fixed ladder of shifts that factorises; 0 where none does
         (non-finite where grad or H are); and (E,) bool: H factorised."""
+        grad = fixed.hold(H, grad)  # index pairs: no host sync
         scale = diagonal_scale(H)
         eye = torch.eye(H.shape[1], dtype=H.dtype, device=H.device)
         L, info = torch.linalg.cholesky_ex(H)

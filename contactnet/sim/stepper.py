@@ -28,7 +28,7 @@ from contactnet.ops._checks import check_count, check_float_tensor, check_number
 from contactnet.ops.mesh_query import mesh_collide, mesh_distance
 from contactnet.sim import contact_search, potential
 from contactnet.sim.affine import q_to_pose, q_velocity_to_twist
-from contactnet.sim.modes import Adaptive, CandidateOverflow, FixedShape, StepMode, StepNotConverged
+from contactnet.sim.modes import Adaptive, CandidateOverflow, FixedDofs, FixedShape, StepMode, StepNotConverged
 from contactnet.sim.packed import ABSENT, DYNAMIC, KINEMATIC, STATIC, PackedScene, pack_scenes
 from contactnet.sim.potential import FrictionLag
 from contactnet.sim.scene import Scene
@@ -140,11 +140,11 @@ class Stepper:
         self._mode: StepMode = self._adaptive if fixed_iterations is None else FixedShape(
             fixed_iterations, line_search_steps, self.max_candidates, self.max_contacts, self.num_envs, on_failure,
             self.device)
-        # The DOFs of static and absent bodies (E, n), as (environment, DOF) index pairs (clearing
-        # their rows and columns touches 2n entries each, not all n²), and the unit diagonal that
-        # replaces them in every Newton system.
+        # The DOFs of static and absent bodies, held in place in every Newton system.
         fixed = ~self.free_dof.repeat_interleave(12, dim=1)
-        self._fixed_dofs = (fixed, torch.nonzero(fixed, as_tuple=True), fixed.to(self.dtype))
+        self._fixed_dofs = FixedDofs(fixed, torch.nonzero(fixed, as_tuple=True), fixed.to(self.dtype))
+        self._moving = (self.free_dof & (self.kind == DYNAMIC))[..., None]  # (E, B, 1): bodies with a velocity
+        self._checked_state = None  # the state tensors `_check_state` last passed (unchanged ones pass again)
         self.kappa = float(kappa) if kappa is not None else self._auto_kappa()
         self._end_contacts = None  # (q, d̂, positions, pairs within d̂) at the end of the last step
         self._frictionless = None  # (q, w, Hessian but friction's) of the last Newton iteration
@@ -203,7 +203,7 @@ class Stepper:
 
     def _friction_lag(self, cand: ipc.Candidates) -> FrictionLag:
         """Friction's lagged pairs: `cand`, the pairs within d̂ at the step's start, with their μ."""
-        return FrictionLag(cand, self.packed.pair_friction(ipc.candidate_stencils(self.faces, self.edges, cand)))
+        return FrictionLag(cand, self.packed.candidate_friction(cand))
 
     def _energy(self, q, q_hat, w, x_t, lag, cand: ipc.Candidates | None = None, x=None) -> torch.Tensor:
         """(E,) incremental potential of every environment at q. cand: a superset of the pairs
@@ -259,11 +259,7 @@ class Stepper:
         """Newton direction −H⁻¹g per environment with the DOFs of static and absent bodies fixed,
         and (E,) bool: H factorised (see the mode's `solve`). H, fresh from `_gradient_hessian`,
         is overwritten (no copies of the (E, n, n) systems)."""
-        fixed, (env, dof), fixed_diagonal = self._fixed_dofs
-        H[env, dof] = 0.0
-        H[env, :, dof] = 0.0
-        H.diagonal(dim1=1, dim2=2).add_(fixed_diagonal)
-        return mode.solve(H, grad.masked_fill(fixed, 0.0))
+        return mode.solve(H, grad, self._fixed_dofs)
 
     def _ccd(self, x0, x1, cand: ipc.Candidates) -> torch.Tensor:
         """(E,) largest collision-free fraction of the move x0 → x1 (V, 3) (conservative). cand: a
@@ -289,14 +285,18 @@ class Stepper:
             return self._step(self._mode)
 
     def _check_state(self) -> None:
-        """The state a user may have replaced between steps has the stepper's dtype, shape and device."""
+        """The state a user may have replaced between steps has the stepper's dtype, shape and device
+        (tensors that passed before and were not replaced since pass again unread)."""
+        state = (self.q, self.qdot, self.time, self.contact_forces)
+        if self._checked_state is not None and all(a is b for a, b in zip(state, self._checked_state)):
+            return
         E, B = self.num_envs, self.max_bodies
-        for name, shape in (("q", (E, B, 12)), ("qdot", (E, B, 12)), ("time", (E,)),
-                            ("contact_forces", (E, B, 3))):
-            t = getattr(self, name)
+        for t, name, shape in zip(state, ("q", "qdot", "time", "contact_forces"),
+                                  ((E, B, 12), (E, B, 12), (E,), (E, B, 3))):
             check_float_tensor(t, name, shape)
             if t.dtype != self.dtype or t.device != self.device:
                 raise TypeError(f"{name}: expected a {self.dtype} tensor on {self.device}, got {t.dtype} on {t.device}")
+        self._checked_state = state
 
     def validate(self) -> None:
         """Raise on what fixed-iteration steps since the last call recorded (they check nothing, to
@@ -373,12 +373,12 @@ class Stepper:
         settled, converged = mode.settle(q, self.q, converged)
         x_end = x if settled is q else None  # a mode may take environments back to their old state
         q = settled
-        qdot = torch.where(self.free_dof[..., None], (q - self.q) / self.dt, 0.0)
-        qdot = torch.where((self.kind == DYNAMIC)[..., None], qdot, 0.0)
+        qdot = torch.where(self._moving, (q - self.q) / self.dt, 0.0)
         self._store(mode, "qdot", qdot)
         self._store(mode, "q", q)
         self._store(mode, "time", time_next)
         info = self._finish(x_t, lag, iterations, converged, it, mode, x_end)
+        self._checked_state = (self.q, self.qdot, self.time, self.contact_forces)  # made here: valid
         mode.report(converged, stacklevel=3)
         return info
 

@@ -1,10 +1,13 @@
 // Batched dense SPD solves for the stepper's Newton systems on the CPU (host only; a GPU keeps
 // torch's batched Cholesky).
 //
-// ipc_cholesky_solve(hessian (E, n, n), gradient (E, n), shift (E,)) -> solution (E, n),
-//     factorised (E,) bool: x = (H + shift·I)⁻¹ g per environment by Cholesky, reading H's lower
-//     triangle; an environment whose shifted H is not positive definite (or not finite) gets x = NaN
-//     and false.
+// ipc_cholesky_solve(hessian (E, n, n), gradient (E, n), shift (E,), fixed (E, n) bool?) ->
+//     solution (E, n), factorised (E,) bool: x = (H + shift·I)⁻¹ g per environment by Cholesky,
+//     reading H's lower triangle; an environment whose shifted H is not positive definite (or not
+//     finite) gets x = NaN and false. fixed: DOFs held in place (the stepper's static bodies):
+//     their rows and columns of H are set to the identity's, in place, and their entries of g
+//     read as 0, so their x is 0 (2n writes per DOF, where torch's index_put_ on the stepper's
+//     systems costs as much as the solve).
 //
 // At the stepper's sizes (n ≈ 100) torch's cholesky_ex + cholesky_solve (LAPACK's potrf, then
 // triangle masking and column-major copies) take 1.3× this loop for one system and 2.3–2.5× for
@@ -13,6 +16,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -159,9 +163,20 @@ inline bool cholesky_solve_dispatch(const float* A, float shift, int64_t n, cons
   return cholesky_solve_f32(A, shift, n, b, L, lead, x);
 }
 
-inline std::tuple<at::Tensor, at::Tensor> ipc_cholesky_solve_cpu(const at::Tensor& hessian,
-                                                                 const at::Tensor& gradient,
-                                                                 const at::Tensor& shift) {
+// Rows and columns of the fixed DOFs of one n×n system ← the identity's; b ← g with zeros there.
+template <typename T>
+inline void hold_fixed_dofs(T* A, const bool* fixed, int64_t n, const T* g, T* b) {
+  for (int64_t i = 0; i < n; ++i) {
+    b[i] = fixed[i] ? T(0) : g[i];
+    if (!fixed[i]) continue;
+    for (int64_t k = 0; k < n; ++k) A[i * n + k] = A[k * n + i] = T(0);
+    A[i * n + i] = T(1);
+  }
+}
+
+inline std::tuple<at::Tensor, at::Tensor> ipc_cholesky_solve_cpu(
+    const at::Tensor& hessian, const at::Tensor& gradient, const at::Tensor& shift,
+    const std::optional<at::Tensor>& fixed) {
   check_float_input(hessian, "hessian", {-1, -1, -1});
   const int64_t E = hessian.size(0), n = hessian.size(1);
   TORCH_CHECK(hessian.size(2) == n, "hessian: expected square matrices, got shape ",
@@ -171,20 +186,33 @@ inline std::tuple<at::Tensor, at::Tensor> ipc_cholesky_solve_cpu(const at::Tenso
   check_same_device_dtype(gradient, "gradient", hessian, "hessian");
   check_same_device_dtype(shift, "shift", hessian, "hessian");
   TORCH_CHECK(hessian.is_cpu(), "hessian: expected a CPU tensor (use torch.linalg on a GPU)");
+  if (fixed.has_value()) {
+    TORCH_CHECK(fixed->scalar_type() == at::kBool && fixed->sizes() == gradient.sizes() &&
+                    fixed->is_contiguous() && fixed->is_cpu(),
+                "fixed: expected a contiguous CPU bool tensor of shape ", gradient.sizes(),
+                ", got ", fixed->scalar_type(), " ", fixed->sizes());
+  }
   at::Tensor x = at::empty({E, n}, gradient.options());
   at::Tensor ok = at::empty({E}, gradient.options().dtype(at::kBool));
   AT_DISPATCH_FLOATING_TYPES(hessian.scalar_type(), "ipc_cholesky_solve", [&] {
-    const scalar_t* H = hessian.data_ptr<scalar_t>();
+    scalar_t* H = hessian.data_ptr<scalar_t>();
     const scalar_t* g = gradient.data_ptr<scalar_t>();
     const scalar_t* sh = shift.data_ptr<scalar_t>();
+    const bool* held = fixed.has_value() ? fixed->data_ptr<bool>() : nullptr;
     scalar_t* out = x.data_ptr<scalar_t>();
     bool* fact = ok.data_ptr<bool>();
     at::parallel_for(0, E, 1, [&](int64_t begin, int64_t end) {
-      std::vector<scalar_t> L(n * n);
+      std::vector<scalar_t> L(n * n), b(held ? n : 0);
       std::vector<int64_t> lead(n);
-      for (int64_t e = begin; e < end; ++e)
-        fact[e] = cholesky_solve_dispatch(H + e * n * n, sh[e], n, g + e * n, L.data(), lead.data(),
+      for (int64_t e = begin; e < end; ++e) {
+        const scalar_t* rhs = g + e * n;
+        if (held) {
+          hold_fixed_dofs(H + e * n * n, held + e * n, n, rhs, b.data());
+          rhs = b.data();
+        }
+        fact[e] = cholesky_solve_dispatch(H + e * n * n, sh[e], n, rhs, L.data(), lead.data(),
                                           out + e * n);
+      }
     });
   });
   return {x, ok};

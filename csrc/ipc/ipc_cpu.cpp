@@ -213,8 +213,8 @@ TORCH_LIBRARY_FRAGMENT(contactnet, m) {
       "Tensor box, Tensor node, Tensor prim, Tensor root, float reach, int capacity) -> "
       "(Tensor fv, Tensor ee, Tensor counts, Tensor stats)");
   m.def(
-      "ipc_cholesky_solve(Tensor hessian, Tensor gradient, Tensor shift) -> (Tensor solution, "
-      "Tensor factorised)");
+      "ipc_cholesky_solve(Tensor(a!) hessian, Tensor gradient, Tensor shift, Tensor? fixed=None) "
+      "-> (Tensor solution, Tensor factorised)");
 }
 
 TORCH_LIBRARY_IMPL(contactnet, CPU, m) {

@@ -72,6 +72,36 @@ def test_cholesky_solve_reads_the_lower_triangle_and_flags_failures():
     torch.testing.assert_close(x[1], torch.linalg.solve(bad[1] + 3e3 * torch.eye(24, dtype=torch.float64), g[1]))
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device"))])
+def test_fixed_dofs_are_held_as_the_identity_and_solve_to_zero(device):
+    """fixed: the rows and columns of the held DOFs become the identity's in place, their gradient
+    entries read as 0: the same bits as holding them by hand first (the stepper's static bodies)."""
+    E, n = 3, 36
+    H = spd(E, n, seed=7).to(device)
+    g = torch.randn(E, n, generator=torch.Generator().manual_seed(8), dtype=torch.float64).to(device)
+    fixed = torch.zeros(E, n, dtype=torch.bool, device=device)
+    fixed[0, :12] = True  # a static first body
+    fixed[1, [5, 20, 35]] = True  # scattered DOFs
+    by_hand = H.clone()
+    rows = fixed[:, :, None] | fixed[:, None, :]
+    by_hand[rows] = 0.0
+    by_hand.diagonal(dim1=1, dim2=2)[fixed] = 1.0
+    shift = torch.tensor([0.0, 0.25, 0.0], dtype=torch.float64, device=device)
+    want, want_ok = ipc.cholesky_solve(by_hand.clone(), g.masked_fill(fixed, 0.0), shift)
+    held = H.clone()
+    x, ok = ipc.cholesky_solve(held, g, shift, fixed)
+    assert torch.equal(held, by_hand)
+    assert torch.equal(x, want) and torch.equal(ok, want_ok) and bool(ok.all())
+    assert not bool(x[fixed].any())
+    # The free DOFs solve the system restricted to them.
+    free = ~fixed[1]
+    sub = H[1][free][:, free] + 0.25 * torch.eye(int(free.sum()), dtype=torch.float64, device=device)
+    torch.testing.assert_close(x[1][free], torch.linalg.solve(sub, g[1][free]), rtol=1e-10, atol=1e-12)
+    with pytest.raises(TypeError, match="fixed"):
+        ipc.cholesky_solve(H.clone(), g, shift, fixed.to(torch.int64))
+
+
 def test_cholesky_solve_float32_and_bad_arguments():
     H, g = spd(2, 10, dtype=torch.float32), torch.randn(2, 10)
     x, ok = ipc.cholesky_solve(H, g, torch.zeros(2))

@@ -5,6 +5,8 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies
 
 from contactnet.ops import ipc
 from contactnet.sim import Scene, StepNotConverged, Stepper, box_mesh
@@ -149,6 +151,31 @@ def test_fused_body_pair_derivatives_equal_the_torch_chain_rule():
     out = body_pair_derivatives(lg, lh, st, is_fv, sim.rest)
     torch.testing.assert_close(out.gradient, g_ref, rtol=1e-12, atol=1e-12 * float(g_ref.abs().max()))
     torch.testing.assert_close(out.hessian, h_ref, rtol=1e-12, atol=1e-12 * float(h_ref.abs().max()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(mu=strategies.one_of(strategies.just(0.0), strategies.floats(1e-150, 1e150)))
+def test_the_shared_friction_of_a_pair_rounds_to_itself(mu):
+    """`PackedScene.candidate_friction` skips √(μ_a μ_b) where every body has one μ: √(μ·μ) rounds
+    to μ in binary floating point (no underflow)."""
+    t = torch.tensor([mu], dtype=torch.float64)
+    assert torch.sqrt(t * t).item() == mu
+
+
+def test_candidate_friction_is_the_pairs_friction():
+    """Shared or mixed μ, each candidate's friction is √(μ_a μ_b) of its two bodies, bit for bit."""
+    mixed = Scene()
+    mixed.add_ground(friction=0.9)
+    mixed.add_body(CUBE, pose=[0, 0, 0.0253, 1, 0, 0, 0], friction=0.3)
+    mixed.add_body(CUBE, pose=[0.01, 0, 0.0757, 1, 0, 0, 0])
+    for scene, mu, shared in ((resting_cubes(), 0.37, 0.37), (mixed, 0.5, None)):
+        sim = Stepper(scene, mu=mu, dhat=1e-3)
+        x = sim.positions(sim.q)
+        cand = sim._candidates(x, sim.q)
+        assert cand.count > 0 and sim.packed.uniform_friction == shared
+        want = sim._pair_friction(ipc.candidate_stencils(sim.faces, sim.edges, cand))
+        assert torch.equal(sim.packed.candidate_friction(cand), want)
+    assert want.unique().numel() == 2  # the mixed scene's pairs: √(0.9·0.3) and √(0.3·0.5)
 
 
 def test_gradient_is_the_derivative_of_the_energy():

@@ -16,15 +16,17 @@ load_extension()
 __all__ = ["cholesky_solve"]
 
 
-def cholesky_solve(hessian: torch.Tensor, gradient: torch.Tensor,
-                   shift: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def cholesky_solve(hessian: torch.Tensor, gradient: torch.Tensor, shift: torch.Tensor,
+                   fixed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Solution (E, n) of (H + shift·I) x = g and factorised (E,) bool, per environment.
 
     hessian (E, n, n) symmetric (only its lower triangle is read), gradient (E, n), shift (E,),
     one float dtype and device. An environment whose shifted H is not positive definite (or not
-    finite) gets x = NaN and False (the caller shifts it further)."""
+    finite) gets x = NaN and False (the caller shifts it further). fixed: optional (E, n) bool,
+    DOFs held in place: their rows and columns of `hessian` are overwritten by the identity's (in
+    place) and their gradient entries read as 0, so their x is 0."""
     if inputs_trusted() and hessian.device.type == "cpu":
-        return torch.ops.contactnet.ipc_cholesky_solve(hessian, gradient, shift)
+        return torch.ops.contactnet.ipc_cholesky_solve(hessian, gradient, shift, fixed)
     check_float_tensor(hessian, "hessian", (None, None, None))
     E, n = hessian.shape[:2]
     if hessian.shape[2] != n:
@@ -34,8 +36,17 @@ def cholesky_solve(hessian: torch.Tensor, gradient: torch.Tensor,
         check_same_device(t, name, hessian, "hessian")
         if t.dtype != hessian.dtype:
             raise TypeError(f"{name}: expected {hessian.dtype} like hessian, got {t.dtype}")
+    if fixed is not None:
+        if not isinstance(fixed, torch.Tensor) or fixed.dtype != torch.bool or fixed.shape != (E, n):
+            raise TypeError(f"fixed: expected a bool tensor of shape ({E}, {n})")
+        check_same_device(fixed, "fixed", hessian, "hessian")
+        fixed = fixed.contiguous()
     if hessian.device.type == "cpu":
-        return torch.ops.contactnet.ipc_cholesky_solve(hessian, gradient, shift)
+        return torch.ops.contactnet.ipc_cholesky_solve(hessian, gradient, shift, fixed)
+    if fixed is not None:
+        hessian.masked_fill_(fixed[:, :, None] | fixed[:, None, :], 0.0)
+        hessian.diagonal(dim1=1, dim2=2).add_(fixed.to(hessian.dtype))
+        gradient = gradient.masked_fill(fixed, 0.0)
     shifted = hessian + shift[:, None, None] * torch.eye(n, dtype=hessian.dtype, device=hessian.device)
     L, info = torch.linalg.cholesky_ex(shifted)
     ok = info == 0
@@ -54,5 +65,5 @@ def cholesky_factor_solve(L: torch.Tensor, gradient: torch.Tensor) -> torch.Tens
 
 
 @torch.library.register_fake("contactnet::ipc_cholesky_solve")
-def _(hessian, gradient, shift):
+def _(hessian, gradient, shift, fixed=None):
     return gradient.new_empty(gradient.shape), shift.new_empty(shift.shape, dtype=torch.bool)
