@@ -52,6 +52,7 @@ class PackedScene:
     edges: torch.Tensor  # (Ed, 2) int64
     vertex_body: torch.Tensor  # (V,) int64 flat body id e·B + b
     vertex_env: torch.Tensor  # (V,) int64 environment
+    edge_env: torch.Tensor  # (Ed,) int64 environment of each edge
     vertex_group: torch.Tensor  # (V,) int64 broad-phase group (see `pack_scenes`)
     xbar: torch.Tensor  # (V, 4) x̄ = (1, x0), the affine Jacobian's per-vertex factor
     dof_order: torch.Tensor  # (12,) permutation from (coordinate i, x̄ component α) to q order
@@ -96,8 +97,8 @@ class PackedScene:
     def candidate_env(self, cand: ipc.Candidates) -> torch.Tensor:
         """(N,) environment of each candidate (face–vertex rows, then edge–edge): that of its
         first stencil vertex."""
-        fv, ee = cand
-        return torch.cat([self.vertex_env[fv[:, 0]], self.vertex_env[self.edges[ee[:, 0], 0]]])
+        fv, ee = cand  # padding rows (-1) read the last entry: harmless, the caller masks them
+        return torch.cat([self.vertex_env[fv[:, 0]], self.edge_env[ee[:, 0]]])
 
     def pair_friction(self, stencils: torch.Tensor) -> torch.Tensor:
         """(N,) μ of each candidate: √(μ_a μ_b) of its two bodies."""
@@ -206,7 +207,7 @@ def pack_scenes(scenes: list[Scene], mu: float, stiffness: float, device: torch.
         ortho_weight=ortho_w.to(dev),
         friction=friction.to(dev), uniform_friction=_shared_friction(friction), radius=radius.to(dev), rest=rest,
         faces=faces, edges=edges,
-        vertex_body=vertex_body, vertex_env=vertex_body // B, vertex_group=group[vertex_body].contiguous(),
+        vertex_body=vertex_body, vertex_env=vertex_body // B, edge_env=vertex_body[edges[:, 0]] // B, vertex_group=group[vertex_body].contiguous(),
         xbar=torch.cat([torch.ones_like(rest[:, :1]), rest], dim=1),
         dof_order=torch.argsort(torch.tensor(order, device=dev)),
         free_dof=(kind == DYNAMIC) | (kind == KINEMATIC),

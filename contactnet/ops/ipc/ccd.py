@@ -11,6 +11,7 @@ from contactnet.ops._checks import (
     check_int,
     check_positive,
     check_same_batch,
+    inputs_trusted,
     ipc_candidate_args,
     ipc_mesh_args,
 )
@@ -29,6 +30,10 @@ def ccd_time_of_impact(vertices_t0, vertices_t1, faces, edges, candidates: Candi
     apart than min_distance on [0, toi]. 0 when a pair starts closer than min_distance.
     max_iterations caps the ACCD loop; on hitting it the (still safe) time reached is returned.
     """
+    if inputs_trusted():
+        fv, ee = candidates
+        return _ops.ipc_ccd(vertices_t0, vertices_t1, faces, edges, fv, ee, float(min_distance), float(tmax),
+                            float(conservative_rescaling), int(max_iterations))
     faces, edges, _ = ipc_mesh_args(vertices_t0, faces, edges, None, "vertices_t0")
     check_float_tensor(vertices_t1, "vertices_t1", (None, 3))
     check_same_batch({"vertices_t0": vertices_t0, "vertices_t1": vertices_t1})

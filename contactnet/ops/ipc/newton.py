@@ -37,6 +37,8 @@ def newton_check(dq, radius, limit: float, done, converged, iterations):
 
     dq (E, B, 12) the Newton steps, radius (E, B) m the bodies' bounding radii, limit m, done and
     converged (E,) bool, iterations (E,) int64. Returns the new (dq, done, converged, iterations)."""
+    if inputs_trusted():
+        return torch.ops.contactnet.ipc_newton_check(dq, radius, float(limit), done, converged, iterations)
     check_float_tensor(dq, "dq", (None, None, 12))
     E, B = dq.shape[:2]
     check_float_tensor(radius, "radius", (E, B))
@@ -83,6 +85,9 @@ def line_search_accept(q, trial, x, x_trial, vertex_env, energy, trial_energy, a
     q, trial (E, B, 12); x, x_trial (V, 3) their positions; vertex_env (V,) each vertex's
     environment; energy, trial_energy, alpha (E,); accepted (E,) bool. Returns the new
     (q, x, energy, accepted, alpha)."""
+    if inputs_trusted():
+        return torch.ops.contactnet.ipc_line_search_accept(q, trial, x, x_trial, vertex_env, energy, trial_energy,
+                                                           accepted, alpha)
     check_float_tensor(q, "q", (None, None, 12))
     E = q.shape[0]
     check_float_tensor(trial, "trial", tuple(q.shape))
