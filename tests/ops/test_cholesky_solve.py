@@ -129,3 +129,13 @@ def test_the_factor_solve_the_gpu_path_uses_matches_torch_cholesky_solve():
     L = torch.linalg.cholesky(H)
     want = torch.cholesky_solve(g[..., None], L)[..., 0]
     torch.testing.assert_close(cholesky_factor_solve(L, g), want, rtol=1e-10, atol=0)
+
+
+def test_opcheck():
+    """The schema declares the in-place write of the held DOFs (`Tensor(a!) hessian`)."""
+    H, g = spd(2, 12, seed=9), torch.randn(2, 12, dtype=torch.float64)
+    fixed = torch.zeros(2, 12, dtype=torch.bool)
+    fixed[1, :3] = True
+    shift = torch.zeros(2, dtype=torch.float64)
+    torch.library.opcheck(torch.ops.contactnet.ipc_cholesky_solve, (H, g, shift, fixed))
+    torch.library.opcheck(torch.ops.contactnet.ipc_cholesky_solve, (H, g, shift, None))
