@@ -46,6 +46,7 @@ class PackedScene:
     ortho_weight: torch.Tensor  # (E, B) κ_A·V of the orthogonality energy (0 unless dynamic)
     friction: torch.Tensor  # (E, B) μ of each body
     uniform_friction: float | None  # the μ every body shares, if they all do (see `candidate_friction`)
+    friction_version: int  # `friction._version` when that was found: an in-place change since voids it
     radius: torch.Tensor  # (E, B) m, largest distance of a vertex from its body's origin
     rest: torch.Tensor  # (V, 3) rest-frame vertices x0
     faces: torch.Tensor  # (F, 3) int64 into the packed vertices
@@ -108,8 +109,9 @@ class PackedScene:
     def candidate_friction(self, cand: ipc.Candidates) -> torch.Tensor:
         """(N,) μ of each candidate pair (face–vertex rows, then edge–edge), as `pair_friction`.
         Where every body shares one μ, √(μ·μ) rounds to μ itself (binary floating point, no
-        underflow), so the stencils' gathers (about 4% of a small scene's step) are skipped."""
-        if self.uniform_friction is not None:
+        underflow), so the stencils' gathers (about 4% of a small scene's step) are skipped, unless
+        `friction` was changed in place since packing (a user setting one body's μ mid-run)."""
+        if self.uniform_friction is not None and self.friction._version == self.friction_version:
             return torch.full((cand.count,), self.uniform_friction, dtype=self.friction.dtype,
                               device=self.friction.device)
         return self.pair_friction(ipc.candidate_stencils(self.faces, self.edges, cand))
@@ -199,13 +201,15 @@ def pack_scenes(scenes: list[Scene], mu: float, stiffness: float, device: torch.
     env_of, k = torch.nonzero(ok, as_tuple=True)
     body_pairs = torch.stack([env_of * B + ia[k], env_of * B + ib[k]], 1).contiguous()
     edges = ipc.mesh_edges(faces)
+    friction = friction.to(dev)
     trees = ipc.body_trees(rest, faces, edges, vertex_body, E * B) if rest.device.type == "cpu" else None
     packed = PackedScene(
         num_envs=E, max_bodies=B,
         library=MeshLibrary([meshes[i] for i in range(len(meshes))], dtype=f64, device=dev),
         mesh_id=mesh_id.to(dev), kind=kind, present=present, M=M.to(dev), mass=mass.to(dev),
         ortho_weight=ortho_w.to(dev),
-        friction=friction.to(dev), uniform_friction=_shared_friction(friction), radius=radius.to(dev), rest=rest,
+        friction=friction, uniform_friction=_shared_friction(friction), friction_version=friction._version,
+        radius=radius.to(dev), rest=rest,
         faces=faces, edges=edges, vertex_body=vertex_body, vertex_env=vertex_body // B,
         edge_env=vertex_body[edges[:, 0]] // B, vertex_group=group[vertex_body].contiguous(),
         xbar=torch.cat([torch.ones_like(rest[:, :1]), rest], dim=1),

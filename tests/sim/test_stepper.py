@@ -176,6 +176,12 @@ def test_candidate_friction_is_the_pairs_friction():
         want = sim._pair_friction(ipc.candidate_stencils(sim.faces, sim.edges, cand))
         assert torch.equal(sim.packed.candidate_friction(cand), want)
     assert want.unique().numel() == 2  # the mixed scene's pairs: √(0.9·0.3) and √(0.3·0.5)
+    # A μ changed in place after packing (one body's, mid-run) is read, not the shared one.
+    sim = Stepper(resting_cubes(), mu=0.37, dhat=1e-3)
+    cand = sim._candidates(sim.positions(sim.q), sim.q)
+    sim.friction[0, 2] = 0.1  # the top cube: its pairs with the lower one change, the ground's do not
+    want = sim._pair_friction(ipc.candidate_stencils(sim.faces, sim.edges, cand))
+    assert torch.equal(sim.packed.candidate_friction(cand), want) and want.unique().numel() == 2
 
 
 def test_gradient_is_the_derivative_of_the_energy():
