@@ -26,7 +26,8 @@ from torch import nn
 
 from contactnet.models.checkpoint import read_checkpoint
 
-__all__ = ["FORMAT", "ViewCompletion", "canonical_frames", "chamfer", "complete_views", "load_view_completion"]
+__all__ = ["FORMAT", "ViewCompletion", "canonical_frames", "chamfer", "complete_views", "load_view_completion",
+           "random_subsets"]
 
 FORMAT = "contactnet.view_completion/1"
 
@@ -47,6 +48,11 @@ def canonical_frames(points: torch.Tensor, normals: torch.Tensor):
     R = torch.stack([x, torch.cross(z, x, dim=-1), z], 1)
     scale = centred.pow(2).sum(-1).mean(1).sqrt().clamp_min(1e-9)
     return origin, R, scale
+
+
+def random_subsets(count: int, n: int, k: int, generator=None, device=None) -> torch.Tensor:
+    """(count, k) int64: k distinct indices of [0, n) per row, drawn uniformly."""
+    return torch.rand(count, n, generator=generator, device=device).argsort(1)[:, :k]
 
 
 def chamfer(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,8 +93,7 @@ class ViewCompletion(nn.Module):
     def canonical_inputs(self, points: torch.Tensor, normals: torch.Tensor, generator=None):
         """The canonical frame (origin, R, scale) and `inputs` of the view's points and normals in it."""
         origin, R, scale = canonical_frames(points, normals)
-        idx = torch.rand(points.shape[:2], generator=generator, device=points.device).argsort(1)[:, : self.inputs]
-        idx = idx[..., None].expand(-1, -1, 3)
+        idx = random_subsets(*points.shape[:2], self.inputs, generator, points.device)[..., None].expand(-1, -1, 3)
         local = (points.gather(1, idx) - origin[:, None]) @ R.transpose(1, 2) / scale[:, None, None]
         return origin, R, scale, local, normals.gather(1, idx) @ R.transpose(1, 2)
 
@@ -110,9 +115,9 @@ class ViewCompletion(nn.Module):
         pred = (pred * scale[:, None, None]) @ R + origin[:, None]
         pred_normals = pred_normals @ R
         kept = int(round(self.keep * k))
-        visible = torch.rand(b, k, generator=generator, device=points.device).argsort(1)[:, :kept]
+        visible = random_subsets(b, k, kept, generator, points.device)
         if k - kept <= self.predicted:  # without replacement when there are enough
-            new = torch.rand(b, self.predicted, generator=generator, device=points.device).argsort(1)[:, : k - kept]
+            new = random_subsets(b, self.predicted, k - kept, generator, points.device)
         else:
             new = torch.randint(self.predicted, (b, k - kept), generator=generator, device=points.device)
         visible, new = visible[..., None].expand(-1, -1, 3), new[..., None].expand(-1, -1, 3)

@@ -28,7 +28,7 @@ from contactnet.data.dataset import load_manifest
 from contactnet.data.objects import load_object_set
 from contactnet.data.storage import atomic_write
 from contactnet.models.checkpoint import read_checkpoint
-from contactnet.models.completion import FORMAT, ViewCompletion, chamfer
+from contactnet.models.completion import FORMAT, ViewCompletion, chamfer, random_subsets
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def train_completion(out: str | Path, data_root=None, extra_objects=(), steps: i
         points, normals, full, full_normals = sets[int(torch.multinomial(weights, 1, generator=g))]
         o = torch.randint(points.shape[0], (batch,), generator=g)
         v = torch.randint(points.shape[1], (batch,), generator=g)
-        pick = torch.rand(batch, full.shape[1], generator=g).argsort(1)[:, :target_points, None].expand(-1, -1, 3)
+        pick = random_subsets(batch, full.shape[1], target_points, g)[..., None].expand(-1, -1, 3)
         loss, distance, normal = completion_loss(net, points[o, v], normals[o, v], full[o].gather(1, pick),
                                                  full_normals[o].gather(1, pick), g)
         opt.zero_grad()

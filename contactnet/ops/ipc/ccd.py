@@ -30,22 +30,20 @@ def ccd_time_of_impact(vertices_t0, vertices_t1, faces, edges, candidates: Candi
     apart than min_distance on [0, toi]. 0 when a pair starts closer than min_distance.
     max_iterations caps the ACCD loop; on hitting it the (still safe) time reached is returned.
     """
-    if inputs_trusted():
-        fv, ee = candidates
-        return _ops.ipc_ccd(vertices_t0, vertices_t1, faces, edges, fv, ee, float(min_distance), float(tmax),
-                            float(conservative_rescaling), int(max_iterations))
-    faces, edges, _ = ipc_mesh_args(vertices_t0, faces, edges, None, "vertices_t0")
-    check_float_tensor(vertices_t1, "vertices_t1", (None, 3))
-    check_same_batch({"vertices_t0": vertices_t0, "vertices_t1": vertices_t1})
-    fv, ee = ipc_candidate_args(candidates, vertices_t0, faces, edges)
-    min_distance = check_positive(min_distance, "min_distance", allow_zero=True)
-    tmax = check_positive(tmax, "tmax", allow_zero=True)
-    conservative_rescaling = check_positive(conservative_rescaling, "conservative_rescaling")
-    if conservative_rescaling > 1:
-        raise ValueError(f"conservative_rescaling: expected a value in (0, 1], got {conservative_rescaling}")
-    max_iterations = check_int(max_iterations, "max_iterations", 1)
-    return _ops.ipc_ccd(vertices_t0, vertices_t1, faces, edges, fv, ee, min_distance, tmax,
-                        conservative_rescaling, max_iterations)
+    fv, ee = candidates
+    if not inputs_trusted():
+        faces, edges, _ = ipc_mesh_args(vertices_t0, faces, edges, None, "vertices_t0")
+        check_float_tensor(vertices_t1, "vertices_t1", (None, 3))
+        check_same_batch({"vertices_t0": vertices_t0, "vertices_t1": vertices_t1})
+        fv, ee = ipc_candidate_args(candidates, vertices_t0, faces, edges)
+        min_distance = check_positive(min_distance, "min_distance", allow_zero=True)
+        tmax = check_positive(tmax, "tmax", allow_zero=True)
+        conservative_rescaling = check_positive(conservative_rescaling, "conservative_rescaling")
+        if conservative_rescaling > 1:
+            raise ValueError(f"conservative_rescaling: expected a value in (0, 1], got {conservative_rescaling}")
+        max_iterations = check_int(max_iterations, "max_iterations", 1)
+    return _ops.ipc_ccd(vertices_t0, vertices_t1, faces, edges, fv, ee, float(min_distance), float(tmax),
+                        float(conservative_rescaling), int(max_iterations))
 
 
 def collision_free_step(vertices_t0, vertices_t1, faces, edges, min_distance: float = 0.0, vertex_body=None,

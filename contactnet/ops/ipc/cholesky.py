@@ -25,28 +25,28 @@ def cholesky_solve(hessian: torch.Tensor, gradient: torch.Tensor, shift: torch.T
     finite) gets x = NaN and False (the caller shifts it further). fixed: optional (E, n) bool,
     DOFs held in place: their rows and columns of `hessian` are overwritten by the identity's (in
     place) and their gradient entries read as 0, so their x is 0."""
-    if inputs_trusted() and hessian.device.type == "cpu":
-        return torch.ops.contactnet.ipc_cholesky_solve(hessian, gradient, shift, fixed)
-    check_float_tensor(hessian, "hessian", (None, None, None))
-    E, n = hessian.shape[:2]
-    if hessian.shape[2] != n:
-        raise ValueError(f"hessian: expected square matrices (E, n, n), got {tuple(hessian.shape)}")
-    for name, t, shape in (("gradient", gradient, (E, n)), ("shift", shift, (E,))):
-        check_float_tensor(t, name, shape)
-        check_same_device(t, name, hessian, "hessian")
-        if t.dtype != hessian.dtype:
-            raise TypeError(f"{name}: expected {hessian.dtype} like hessian, got {t.dtype}")
-    if fixed is not None:
-        if not isinstance(fixed, torch.Tensor) or fixed.dtype != torch.bool or fixed.shape != (E, n):
-            raise TypeError(f"fixed: expected a bool tensor of shape ({E}, {n})")
-        check_same_device(fixed, "fixed", hessian, "hessian")
-        fixed = fixed.contiguous()
+    if not inputs_trusted():
+        check_float_tensor(hessian, "hessian", (None, None, None))
+        E, n = hessian.shape[:2]
+        if hessian.shape[2] != n:
+            raise ValueError(f"hessian: expected square matrices (E, n, n), got {tuple(hessian.shape)}")
+        for name, t, shape in (("gradient", gradient, (E, n)), ("shift", shift, (E,))):
+            check_float_tensor(t, name, shape)
+            check_same_device(t, name, hessian, "hessian")
+            if t.dtype != hessian.dtype:
+                raise TypeError(f"{name}: expected {hessian.dtype} like hessian, got {t.dtype}")
+        if fixed is not None:
+            if not isinstance(fixed, torch.Tensor) or fixed.dtype != torch.bool or fixed.shape != (E, n):
+                raise TypeError(f"fixed: expected a bool tensor of shape ({E}, {n})")
+            check_same_device(fixed, "fixed", hessian, "hessian")
+            fixed = fixed.contiguous()
     if hessian.device.type == "cpu":
         return torch.ops.contactnet.ipc_cholesky_solve(hessian, gradient, shift, fixed)
     if fixed is not None:
         hessian.masked_fill_(fixed[:, :, None] | fixed[:, None, :], 0.0)
         hessian.diagonal(dim1=1, dim2=2).add_(fixed.to(hessian.dtype))
         gradient = gradient.masked_fill(fixed, 0.0)
+    n = hessian.shape[1]
     shifted = hessian + shift[:, None, None] * torch.eye(n, dtype=hessian.dtype, device=hessian.device)
     L, info = torch.linalg.cholesky_ex(shifted)
     ok = info == 0

@@ -37,14 +37,13 @@ def newton_check(dq, radius, limit: float, done, converged, iterations):
 
     dq (E, B, 12) the Newton steps, radius (E, B) m the bodies' bounding radii, limit m, done and
     converged (E,) bool, iterations (E,) int64. Returns the new (dq, done, converged, iterations)."""
-    if inputs_trusted():
-        return torch.ops.contactnet.ipc_newton_check(dq, radius, float(limit), done, converged, iterations)
-    check_float_tensor(dq, "dq", (None, None, 12))
-    E, B = dq.shape[:2]
-    check_float_tensor(radius, "radius", (E, B))
-    check_same_device(radius, "radius", dq, "dq")
-    _check_flags(E, dq, "dq", done=(done, torch.bool), converged=(converged, torch.bool),
-                 iterations=(iterations, torch.int64))
+    if not inputs_trusted():
+        check_float_tensor(dq, "dq", (None, None, 12))
+        E, B = dq.shape[:2]
+        check_float_tensor(radius, "radius", (E, B))
+        check_same_device(radius, "radius", dq, "dq")
+        _check_flags(E, dq, "dq", done=(done, torch.bool), converged=(converged, torch.bool),
+                     iterations=(iterations, torch.int64))
     return torch.ops.contactnet.ipc_newton_check(dq, radius, float(limit), done, converged, iterations)
 
 
@@ -85,24 +84,22 @@ def line_search_accept(q, trial, x, x_trial, vertex_env, energy, trial_energy, a
     q, trial (E, B, 12); x, x_trial (V, 3) their positions; vertex_env (V,) each vertex's
     environment; energy, trial_energy, alpha (E,); accepted (E,) bool. Returns the new
     (q, x, energy, accepted, alpha)."""
-    if inputs_trusted():
-        return torch.ops.contactnet.ipc_line_search_accept(q, trial, x, x_trial, vertex_env, energy, trial_energy,
-                                                           accepted, alpha)
-    check_float_tensor(q, "q", (None, None, 12))
-    E = q.shape[0]
-    check_float_tensor(trial, "trial", tuple(q.shape))
-    check_float_tensor(x, "x", (None, 3))
-    check_float_tensor(x_trial, "x_trial", tuple(x.shape))
-    for name, t in (("energy", energy), ("trial_energy", trial_energy), ("alpha", alpha)):
-        check_float_tensor(t, name, (E,))
-    for name, t in (("trial", trial), ("x", x), ("x_trial", x_trial), ("energy", energy),
-                    ("trial_energy", trial_energy), ("alpha", alpha)):
-        check_same_device(t, name, q, "q")
-        if t.dtype != q.dtype:
-            raise TypeError(f"{name}: expected {q.dtype} like q, got {t.dtype}")
-    vertex_env = as_index_tensor(vertex_env, "vertex_env", (x.shape[0],))
-    check_same_device(vertex_env, "vertex_env", q, "q")
-    _check_flags(E, q, "q", accepted=(accepted, torch.bool))
+    if not inputs_trusted():
+        check_float_tensor(q, "q", (None, None, 12))
+        E = q.shape[0]
+        check_float_tensor(trial, "trial", tuple(q.shape))
+        check_float_tensor(x, "x", (None, 3))
+        check_float_tensor(x_trial, "x_trial", tuple(x.shape))
+        for name, t in (("energy", energy), ("trial_energy", trial_energy), ("alpha", alpha)):
+            check_float_tensor(t, name, (E,))
+        for name, t in (("trial", trial), ("x", x), ("x_trial", x_trial), ("energy", energy),
+                        ("trial_energy", trial_energy), ("alpha", alpha)):
+            check_same_device(t, name, q, "q")
+            if t.dtype != q.dtype:
+                raise TypeError(f"{name}: expected {q.dtype} like q, got {t.dtype}")
+        vertex_env = as_index_tensor(vertex_env, "vertex_env", (x.shape[0],))
+        check_same_device(vertex_env, "vertex_env", q, "q")
+        _check_flags(E, q, "q", accepted=(accepted, torch.bool))
     return torch.ops.contactnet.ipc_line_search_accept(q, trial, x, x_trial, vertex_env, energy, trial_energy,
                                                        accepted, alpha)
 
