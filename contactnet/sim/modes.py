@@ -150,6 +150,7 @@ class Adaptive(StepMode):
         super().__init__(on_failure, device)
         self.newton_iterations = max_iterations
         self.neighbours = contact_search.NeighbourList()
+        self._no_shift: torch.Tensor | None = None  # (E,) zeros: the first solve's shifts
 
     def stop(self, mask: torch.Tensor) -> bool:
         return bool(mask.all())  # a host read
@@ -179,13 +180,15 @@ class Adaptive(StepMode):
         """−H⁻¹g, shifting only environments whose H does not factorise (flat shells, free affine
         modes) by growing multiples of H's diagonal scale; and (E,) bool: H factorised. The solve
         holds the fixed DOFs itself (on the CPU inside the op, without index_put_'s cost)."""
-        shift = torch.zeros(H.shape[0], dtype=H.dtype, device=H.device)
+        shift = self._no_shift
+        if shift is None or shift.shape[0] != H.shape[0] or shift.dtype != H.dtype:
+            shift = self._no_shift = torch.zeros(H.shape[0], dtype=H.dtype, device=H.device)
         x, ok = ipc.cholesky_solve(H, grad, shift, fixed.mask)  # nearly always enough
         scale = None
         for _ in range(7):
-            bad = ~ok
-            if not bool(bad.any()):
+            if bool(ok.all()):
                 break
+            bad = ~ok
             scale = diagonal_scale(H) if scale is None else scale
             shift = torch.where(bad, torch.where(shift == 0, 1e-12, shift * 100), shift)
             x, ok = ipc.cholesky_solve(H, grad, shift * scale, fixed.mask)

@@ -131,6 +131,7 @@ class Stepper:
         self.q = self.packed.q_init.clone()
         self.qdot = torch.where((self.kind == DYNAMIC)[..., None], self.packed.qdot_init, 0.0)
         self.time = torch.zeros(self.num_envs, dtype=self.dtype, device=self.device)
+        self._pending_forces = None  # (x, xᵗ, pairs, lag) of the last step, until `contact_forces` is read
         self.contact_forces = torch.zeros(self.num_envs, self.max_bodies, 3, dtype=self.dtype, device=self.device)
         dynamic_vertices = int((self.kind.reshape(-1)[self.vertex_body] == DYNAMIC).sum())
         self.max_candidates = max_candidates or 12 * dynamic_vertices + 64 * self.num_envs
@@ -149,6 +150,7 @@ class Stepper:
         self._end_contacts = None  # (q, d̂, positions, pairs within d̂) at the end of the last step
         self._frictionless = None  # (q, w, Hessian but friction's) of the last Newton iteration
         self._weights = None  # (kinematic_stiffness, w): the inertia weights, fixed unless it changes
+        self._gravity_step = None  # (dt, gravity, its version, h² (g, 0)): q̂'s gravity term
         self._coefficients = potential.Coefficients(self.dt, self.dhat, self.kappa, self.eps_v)
         self._check_initial_state()
 
@@ -191,9 +193,12 @@ class Stepper:
     def _targets(self, time_next: torch.Tensor, mode: StepMode | None = None):
         """q̂ and the weights w of the inertia term for the coming step."""
         h, kind = self.dt, self.kind
-        g = torch.zeros(12, dtype=self.dtype, device=self.device)
-        g[:3] = self.gravity
-        q_hat = self.q + h * self.qdot + h * h * g
+        last = self._gravity_step  # a user may set dt or gravity (or change it in place) between steps
+        if last is None or last[0] != h or last[1] is not self.gravity or last[2] != self.gravity._version:
+            g = torch.zeros(12, dtype=self.dtype, device=self.device)
+            g[:3] = self.gravity
+            last = self._gravity_step = (h, self.gravity, self.gravity._version, h * h * g)
+        q_hat = self.q + h * self.qdot + last[3]
         if self.packed.trajectories:
             q_hat = self.packed.script_targets(q_hat, time_next, (mode or self._adaptive).normalize_script)
         if self._weights is None or self._weights[0] != self.kinematic_stiffness:
@@ -267,6 +272,8 @@ class Stepper:
         alpha = torch.ones(self.num_envs, dtype=self.dtype, device=self.device)
         if cand.count:  # a shape, not a value: no sync
             toi = ipc.ccd_time_of_impact(x0, x1, self.faces, self.edges, cand, 0.0, 1.0, 0.9)
+            if self.num_envs == 1:  # every candidate's: the same min, without the gathers
+                return torch.minimum(alpha, toi.amin(0, keepdim=True))
             alpha = alpha.scatter_reduce(0, self.packed.candidate_env(cand), toi, "amin")
         return alpha
 
@@ -287,7 +294,7 @@ class Stepper:
     def _check_state(self) -> None:
         """The state a user may have replaced between steps has the stepper's dtype, shape and device
         (tensors that passed before and were not replaced since pass again unread)."""
-        state = (self.q, self.qdot, self.time, self.contact_forces)
+        state = (self.q, self.qdot, self.time, self._contact_forces)  # pending forces: the step's own
         if self._checked_state is not None and all(a is b for a, b in zip(state, self._checked_state)):
             return
         E, B = self.num_envs, self.max_bodies
@@ -372,13 +379,16 @@ class Stepper:
             done |= ~accepted
         settled, converged = mode.settle(q, self.q, converged)
         x_end = x if settled is q else None  # a mode may take environments back to their old state
+        # No environment moved (all met the tolerance at the start): the pairs at the end are the
+        # start's, which a search there would find again (the lists are as the start left them).
+        end_near = start_near if it == 0 and settled is q and mode.reuses_between_steps else None
         q = settled
         qdot = torch.where(self._moving, (q - self.q) / self.dt, 0.0)
         self._store(mode, "qdot", qdot)
         self._store(mode, "q", q)
         self._store(mode, "time", time_next)
-        info = self._finish(x_t, lag, iterations, converged, it, mode, x_end)
-        self._checked_state = (self.q, self.qdot, self.time, self.contact_forces)  # made here: valid
+        info = self._finish(x_t, lag, iterations, converged, it, mode, x_end, end_near)
+        self._checked_state = (self.q, self.qdot, self.time, self._contact_forces)  # made here: valid
         mode.report(converged, stacklevel=3)
         return info
 
@@ -391,20 +401,50 @@ class Stepper:
         x = self.positions(self.q)
         return x, mode.search(self.packed, x, None, self.dhat, self.q)
 
-    def _finish(self, x_t, lag, iterations, converged, it, mode: StepMode, x=None) -> StepInfo:
+    def _finish(self, x_t, lag, iterations, converged, it, mode: StepMode, x=None, cand=None) -> StepInfo:
         """Contact forces (−∇ of barrier and friction per body) and contact statistics (x: the
-        positions at the new q, computed when None)."""
+        positions at the new q, computed when None; cand: the pairs within d̂ there, searched when
+        None)."""
         E, B = self.num_envs, self.max_bodies
         x = self.positions(self.q) if x is None else x
-        cand = mode.search(self.packed, x, None, self.dhat, self.q)
+        cand = mode.search(self.packed, x, None, self.dhat, self.q) if cand is None else cand
         if mode.reuses_between_steps:  # the next step starts here unless q is changed in between
             self._end_contacts = (self.q.clone(), self.dhat, x, cand)
+        if mode.updates_in_place:  # into the captured tensor, in the step
+            forces, contacts, min_distance = self._contact_forces_at(x, x_t, cand, lag)
+            self._store(mode, "contact_forces", forces)
+        else:  # computed when read (`contact_forces`)
+            contacts, min_distance = ipc.contact_statistics(x, self.faces, self.edges, self.vertex_body, cand, E, B)
+            self._pending_forces = (x, x_t, cand, lag)
+        return StepInfo(it, iterations, converged, contacts, min_distance, mode.step_overflow)
+
+    def _contact_forces_at(self, x, x_t, cand: ipc.Candidates, lag: FrictionLag):
+        """Forces (E, B, 3) on the bodies at positions x, contacts and min_distance (E,) each: the
+        barrier of the pairs within d̂ `cand` and the friction of the step's lagged pairs (xᵗ the
+        step's start positions)."""
+        E, B = self.num_envs, self.max_bodies
         fcand, fmu = lag
         forces, contacts, min_distance = ipc.affine_contact_forces(
             x, x_t, self.rest, self.faces, self.edges, self.vertex_body, cand, fcand, fmu, E, B, self.dt,
             self.dhat, self.kappa, self.eps_v)
-        self._store(mode, "contact_forces", forces.reshape(E, B, 3))
-        return StepInfo(it, iterations, converged, contacts, min_distance, mode.step_overflow)
+        return forces.reshape(E, B, 3), contacts, min_distance
+
+    @property
+    def contact_forces(self) -> torch.Tensor:
+        """(E, B, 3) N: the contact force on every body at the end of the last step, −∇ of the
+        barrier and of friction summed over its vertices. An adaptive step leaves it to the first
+        read (as MuJoCo's `mj_contactForce`: most steps' forces are never read); a fixed-iteration
+        step writes it into this tensor in place."""
+        if self._pending_forces is not None:
+            with ipc.trusted_inputs():  # tensors of the stepper's own making
+                self._contact_forces = self._contact_forces_at(*self._pending_forces)[0]
+            self._pending_forces = None
+        return self._contact_forces
+
+    @contact_forces.setter
+    def contact_forces(self, value: torch.Tensor) -> None:
+        self._pending_forces = None
+        self._contact_forces = value
 
     # ---- state ------------------------------------------------------------------------------
     @property

@@ -27,6 +27,8 @@
 //     over its vertices), and per environment its candidate rows (padding aside) and their
 //     smallest distance (inf without any). A candidate counts in its first stencil vertex's
 //     environment.
+// ipc_contact_statistics(vertices, faces, edges, vertex_body, fv, ee, num_envs, num_bodies)
+//     -> contacts (E,) int64, min_distance (E,): the last two of ipc_affine_contact_forces alone.
 //
 // float64 or float32, one device. Rows of -1 in the candidate lists are padding. The sums over
 // candidates run in candidate order into each body's rows on the CPU (deterministic; bodies in
@@ -175,7 +177,7 @@ at::Tensor ipc_affine_positions_impl(const at::Tensor& q, const at::Tensor& rest
 }
 
 // Distance (m) of candidate i: the exact primitive distance, √ of the barrier's squared
-// distance; padding rows: +inf.
+// distance (0 where that is NaN: a non-finite position reads as touching); padding rows: +inf.
 template <typename T>
 struct CandidateDistanceFunctor {
   CandidateStencil st;
@@ -323,18 +325,40 @@ at::Tensor ipc_affine_potential_impl(
                                          per_body.data_ptr<scalar_t>(), nullptr, nullptr});
   });
   at::Tensor total = per_body.sum(1);
-  // Each candidate's energy goes to the environment of its first stencil vertex.
-  auto add_by_env = [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& value) {
-    const CandidateBodies cb = candidate_bodies(faces, edges, a, b, vertex_body, L::cheap);
-    add_rows_in_order(total, cb.body.select(1, 0).div(B, "floor"), value, 1);
+  // Each candidate's energy (times scale, if given) goes to the environment of its first stencil
+  // vertex, in candidate order; padding rows add their 0 to environment 0.
+  auto add_by_env = [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& value,
+                        const at::Tensor* scale) {
+    if (!q.is_cpu()) {
+      const CandidateBodies cb = candidate_bodies(faces, edges, a, b, vertex_body, L::cheap);
+      add_rows_in_order(total, cb.body.select(1, 0).div(B, "floor"),
+                        scale ? scale->mul(h2).mul_(value) : value, 1);
+      return;
+    }
+    // The same sums in one loop (the ops above cost more than the energies at a small scene's size).
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential", [&] {
+      const CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
+                                a.data_ptr<int64_t>(), b.data_ptr<int64_t>(), a.size(0)};
+      const int64_t* body = vertex_body.data_ptr<int64_t>();
+      const scalar_t* v = value.data_ptr<scalar_t>();
+      const scalar_t* mu = scale ? scale->data_ptr<scalar_t>() : nullptr;
+      const scalar_t h2s = scalar_t(h2);
+      scalar_t* out = total.data_ptr<scalar_t>();
+      for (int64_t i = 0, n = a.size(0) + b.size(0); i < n; ++i) {
+        int64_t id[4];
+        const int64_t e = st.padded(i) ? 0 : (st.ids(i, id), body[id[0]] / B);
+        out[e] += mu ? (mu[i] * h2s) * v[i] : v[i];
+      }
+    });
   };
   if (fv.size(0) + ee.size(0) > 0)
     add_by_env(fv, ee, std::get<0>(ipc_barrier_potential_impl(vertices, rest, faces, edges, fv, ee,
-                                                             dhat, h2 * kappa, 0, false, L::cheap)));
+                                                             dhat, h2 * kappa, 0, false, L::cheap)),
+               nullptr);
   if (lag_fv.size(0) + lag_ee.size(0) > 0) {
     at::Tensor d = ipc_friction_impl(vertices.sub(lagged), lagged, rest, faces, edges, lag_fv, lag_ee,
                                      dhat, kappa, 1.0, eps_v * dt, 0, L::cheap);
-    add_by_env(lag_fv, lag_ee, lag_mu.mul(h2).mul_(d));
+    add_by_env(lag_fv, lag_ee, d, &lag_mu);  // μ h² D
   }
   return total;
 }
@@ -437,7 +461,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
   if (afv.size(0) + aee.size(0) > 0) {
     // The projected-Hessian launch may share features and then writes Hessians only.
     at::Tensor g = std::get<1>(ipc_barrier_potential_impl(vertices, rest, faces, edges, afv, aee,
-                                                          dhat, h2 * kappa, 1, false, L::cheap));
+                                                          dhat, h2 * kappa, 1, false, L::medium));
     at::Tensor h;
     if (!reuse)
       h = std::get<2>(ipc_barrier_potential_impl(vertices, rest, faces, edges, afv, aee, dhat,
@@ -458,7 +482,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
                           lag_fv.data_ptr<int64_t>(), lag_ee.data_ptr<int64_t>(), lag_fv.size(0)};
       const FrictionFunctor<T> friction{st, u.data_ptr<T>(), lagged.data_ptr<T>(), rest.data_ptr<T>(),
                                         T(dhat * dhat), T(kappa), T(1), T(eps_v * dt), 2, nullptr};
-      L::cheap(q, nlag, FrictionBodyFactorsFunctor<T>{friction, rest.data_ptr<T>(),
+      L::medium(q, nlag, FrictionBodyFactorsFunctor<T>{friction, rest.data_ptr<T>(),
                                                       scale.data_ptr<T>(), factors.data_ptr<T>()});
       add_parts(FrictionBodyAddFunctor<T>{factors.data_ptr<T>(), cb.body.data_ptr<int64_t>(), B,
                                           grad.data_ptr<T>(), hess.data_ptr<T>()},
@@ -466,6 +490,76 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
     });
   }
   return {grad, hess, frictionless};
+}
+
+// Per environment: the candidate rows (padding aside) and their smallest exact distance (inf
+// without any); a candidate counts in its first stencil vertex's environment. Inputs checked by
+// the caller.
+template <typename L>
+std::tuple<at::Tensor, at::Tensor> contact_statistics(const at::Tensor& vertices,
+                                                      const at::Tensor& faces,
+                                                      const at::Tensor& edges,
+                                                      const at::Tensor& vertex_body,
+                                                      const at::Tensor& fv, const at::Tensor& ee,
+                                                      int64_t num_envs, int64_t num_bodies) {
+  const auto opt = vertices.options();
+  at::Tensor contacts = at::zeros({num_envs}, opt.dtype(at::kLong));
+  at::Tensor min_distance = at::full({num_envs}, std::numeric_limits<double>::infinity(), opt);
+  const int64_t n = fv.size(0) + ee.size(0);
+  if (n == 0) return {contacts, min_distance};
+  at::Tensor distance = at::empty({n}, opt);
+  const CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
+                            fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), fv.size(0)};
+  AT_DISPATCH_FLOATING_TYPES(vertices.scalar_type(), "ipc_contact_statistics", [&] {
+    L::cheap(vertices, n,
+             CandidateDistanceFunctor<scalar_t>{st, vertices.data_ptr<scalar_t>(),
+                                                distance.data_ptr<scalar_t>()});
+    if (!vertices.is_cpu()) return;
+    // The CPU's sums in one pass over the rows (what the ops below compute, a dozen fewer
+    // launches): a count and the smallest distance per environment (never NaN: see the functor).
+    int64_t* count = contacts.data_ptr<int64_t>();
+    scalar_t* smallest = min_distance.data_ptr<scalar_t>();
+    const scalar_t* d = distance.data_ptr<scalar_t>();
+    const int64_t* body = vertex_body.data_ptr<int64_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      if (st.padded(i)) continue;
+      int64_t id[4];
+      st.ids(i, id);
+      const int64_t e = body[id[0]] / num_bodies;
+      ++count[e];
+      if (d[i] < smallest[e]) smallest[e] = d[i];
+    }
+  });
+  if (vertices.is_cpu()) return {contacts, min_distance};
+  const CandidateBodies cb = candidate_bodies(faces, edges, fv, ee, vertex_body, L::cheap);
+  const at::Tensor env = cb.body.select(1, 0).div(num_bodies, "floor");
+  add_rows_in_order(contacts, env, cb.stencils.select(1, 0).ge(0).to(at::kLong), 1);
+  min_distance.scatter_reduce_(0, env, distance, "amin");
+  return {contacts, min_distance};
+}
+
+inline void check_contact_statistics_inputs(const at::Tensor& vertices, const at::Tensor& faces,
+                                            const at::Tensor& edges,
+                                            const at::Tensor& vertex_body, const at::Tensor& fv,
+                                            const at::Tensor& ee, int64_t num_envs,
+                                            int64_t num_bodies) {
+  check_mesh(vertices, faces, edges, std::nullopt);
+  TORCH_CHECK(num_envs > 0 && num_bodies > 0, "num_envs, num_bodies: expected > 0, got ",
+              num_envs, ", ", num_bodies);
+  check_index_input(vertex_body, "vertex_body", {vertices.size(0)}, num_envs * num_bodies);
+  check_same_device(vertex_body, "vertex_body", vertices, "vertices");
+  check_candidates(vertices, faces, edges, fv, ee);
+}
+
+template <typename L>
+std::tuple<at::Tensor, at::Tensor> ipc_contact_statistics_impl(
+    const at::Tensor& vertices, const at::Tensor& faces, const at::Tensor& edges,
+    const at::Tensor& vertex_body, const at::Tensor& fv, const at::Tensor& ee, int64_t num_envs,
+    int64_t num_bodies) {
+  check_float_input(vertices, "vertices", {-1, 3});
+  check_contact_statistics_inputs(vertices, faces, edges, vertex_body, fv, ee, num_envs,
+                                  num_bodies);
+  return contact_statistics<L>(vertices, faces, edges, vertex_body, fv, ee, num_envs, num_bodies);
 }
 
 template <typename L>
@@ -476,44 +570,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_contact_forces_impl(
     const at::Tensor& lag_ee, const at::Tensor& lag_mu, int64_t num_envs, int64_t num_bodies,
     double dt, double dhat, double kappa, double eps_v) {
   check_lagged_vertices(vertices, "vertices", lagged, rest);
-  check_mesh(vertices, faces, edges, std::nullopt);
-  TORCH_CHECK(num_envs > 0 && num_bodies > 0, "num_envs, num_bodies: expected > 0, got ",
-              num_envs, ", ", num_bodies);
-  check_index_input(vertex_body, "vertex_body", {vertices.size(0)}, num_envs * num_bodies);
-  check_same_device(vertex_body, "vertex_body", vertices, "vertices");
-  check_candidates(vertices, faces, edges, fv, ee);
+  check_contact_statistics_inputs(vertices, faces, edges, vertex_body, fv, ee, num_envs,
+                                  num_bodies);
   check_candidates(vertices, faces, edges, lag_fv, lag_ee);
   check_float_input(lag_mu, "lag_mu", {lag_fv.size(0) + lag_ee.size(0)});
   check_same_device_dtype(lag_mu, "lag_mu", vertices, "vertices");
   TORCH_CHECK(dt > 0 && dhat > 0 && kappa >= 0 && eps_v > 0,
               "dt, dhat, eps_v: expected > 0 and kappa >= 0, got ", dt, ", ", dhat, ", ", eps_v,
               ", ", kappa);
-  const auto opt = vertices.options();
-  at::Tensor forces = at::zeros({num_envs * num_bodies, 3}, opt);
-  at::Tensor contacts = at::zeros({num_envs}, opt.dtype(at::kLong));
-  at::Tensor min_distance = at::full({num_envs}, std::numeric_limits<double>::infinity(), opt);
+  at::Tensor forces = at::zeros({num_envs * num_bodies, 3}, vertices.options());
   // −g of each stencil vertex into its body, candidate by candidate (in order on the CPU);
   // padding rows have g = 0 and stencil -1, sent to body 0.
   auto add_forces = [&](const at::Tensor& stencils, const at::Tensor& g) {
     const at::Tensor bodies = vertex_body.index_select(0, stencils.reshape(-1).clamp_min(0));
     add_rows_in_order(forces, bodies, g.reshape({-1, 3}), -1);
   };
-  const int64_t n = fv.size(0) + ee.size(0);
-  if (n > 0) {
-    const CandidateBodies cb = candidate_bodies(faces, edges, fv, ee, vertex_body, L::cheap);
-    add_forces(cb.stencils, std::get<1>(ipc_barrier_potential_impl(
-                                vertices, rest, faces, edges, fv, ee, dhat, kappa, 1, false, L::cheap)));
-    at::Tensor distance = at::empty({n}, opt);
-    AT_DISPATCH_FLOATING_TYPES(vertices.scalar_type(), "ipc_affine_contact_forces", [&] {
-      CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
-                          fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), fv.size(0)};
-      L::cheap(vertices, n,
-               CandidateDistanceFunctor<scalar_t>{st, vertices.data_ptr<scalar_t>(),
-                                                  distance.data_ptr<scalar_t>()});
-    });
-    const at::Tensor env = cb.body.select(1, 0).div(num_bodies, "floor");
-    add_rows_in_order(contacts, env, cb.stencils.select(1, 0).ge(0).to(at::kLong), 1);
-    min_distance.scatter_reduce_(0, env, distance, "amin");
+  if (fv.size(0) + ee.size(0) > 0) {
+    const at::Tensor stencils =
+        candidate_bodies(faces, edges, fv, ee, vertex_body, L::cheap).stencils;
+    add_forces(stencils, std::get<1>(ipc_barrier_potential_impl(
+                             vertices, rest, faces, edges, fv, ee, dhat, kappa, 1, false, L::cheap)));
   }
   if (lag_fv.size(0) + lag_ee.size(0) > 0) {
     const at::Tensor stencils =
@@ -522,6 +598,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_contact_forces_impl(
                                      lag_ee, dhat, kappa, 1.0, eps_v * dt, 1, L::cheap);
     add_forces(stencils, g.mul_(lag_mu.unsqueeze(1)));
   }
+  auto [contacts, min_distance] =
+      contact_statistics<L>(vertices, faces, edges, vertex_body, fv, ee, num_envs, num_bodies);
   return {forces, contacts, min_distance};
 }
 

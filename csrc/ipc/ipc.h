@@ -265,8 +265,26 @@ std::tuple<at::Tensor, at::Tensor> ipc_prune_candidates_impl(
                                   scalar_t(reach), scalar_t(reach * reach),
                                   keep.data_ptr<bool>()});
   });
-  return {fv.index_select(0, keep.narrow(0, 0, nfv).nonzero().squeeze(1)),
-          ee.index_select(0, keep.narrow(0, nfv, n - nfv).nonzero().squeeze(1))};
+  if (!v0.is_cpu())
+    return {fv.index_select(0, keep.narrow(0, 0, nfv).nonzero().squeeze(1)),
+            ee.index_select(0, keep.narrow(0, nfv, n - nfv).nonzero().squeeze(1))};
+  // The same rows copied in one pass (nonzero and index_select cost more at a contact list's size).
+  const bool* k = keep.data_ptr<bool>();
+  auto compact = [&](const at::Tensor& rows, int64_t offset) {
+    const int64_t m = rows.size(0);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < m; ++i) kept += k[offset + i];
+    at::Tensor out = at::empty({kept, 2}, rows.options());
+    const int64_t* in = rows.data_ptr<int64_t>();
+    int64_t* o = out.data_ptr<int64_t>();
+    for (int64_t i = 0; i < m; ++i)
+      if (k[offset + i]) {
+        *o++ = in[2 * i];
+        *o++ = in[2 * i + 1];
+      }
+    return out;
+  };
+  return {compact(fv, 0), compact(ee, nfv)};
 }
 
 // ---- CCD ------------------------------------------------------------------------------------

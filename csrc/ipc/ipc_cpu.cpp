@@ -94,6 +94,7 @@ struct CpuPotentialLauncher : CpuLauncher {
 // microseconds of work.
 struct IpcCpuLaunchers {
   static constexpr CpuLauncher cheap{1024};           // distances, barrier, boxes: ~10-100 ns each
+  static constexpr CpuLauncher medium{64};  // barrier gradients, friction's factors: ~0.2-0.5 µs each
   static constexpr CpuLauncher heavy{32};             // Hessian + PSD projection, CCD: ~10 µs each
   static constexpr CpuPotentialLauncher hessian{{8}};
   // Grid queries cost ~1-5 µs each; also the grain of the box and grid-entry loops (~50 ns per

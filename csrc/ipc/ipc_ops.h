@@ -167,6 +167,14 @@ struct IpcOps {
                                              ee, lag_fv, lag_ee, lag_mu, num_envs, num_bodies, dt,
                                              dhat, kappa, eps_v);
   }
+  static std::tuple<Tensor, Tensor> contact_statistics(const Tensor& vertices, const Tensor& faces,
+                                                       const Tensor& edges,
+                                                       const Tensor& vertex_body, const Tensor& fv,
+                                                       const Tensor& ee, int64_t num_envs,
+                                                       int64_t num_bodies) {
+    return ipc_contact_statistics_impl<L>(vertices, faces, edges, vertex_body, fv, ee, num_envs,
+                                          num_bodies);
+  }
   static Tensor affine_potential(const Tensor& q, const Tensor& q_hat, const Tensor& weight,
                                  const Tensor& mass, const Tensor& ortho, const Tensor& vertices,
                                  const Tensor& rest, const Tensor& faces, const Tensor& edges,
@@ -304,6 +312,10 @@ void for_each_ipc_op(Visit&& visit) {
         "Tensor lag_mu, int num_envs, int num_bodies, float dt, float dhat, float kappa, "
         "float eps_v) -> (Tensor forces, Tensor contacts, Tensor min_distance)",
         &Ops::affine_contact_forces);
+  visit("ipc_contact_statistics",
+        "(Tensor vertices, Tensor faces, Tensor edges, Tensor vertex_body, Tensor fv, Tensor ee, "
+        "int num_envs, int num_bodies) -> (Tensor contacts, Tensor min_distance)",
+        &Ops::contact_statistics);
   const char* affine =
       "(Tensor q, Tensor q_hat, Tensor weight, Tensor mass_matrix, Tensor ortho_weight, "
       "Tensor vertices, Tensor rest_vertices, Tensor faces, Tensor edges, Tensor vertex_body, "

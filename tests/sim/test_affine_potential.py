@@ -534,6 +534,8 @@ def test_contact_forces_equal_the_torch_composition(scene):
         assert_rel(forces, ref[0])
         assert torch.equal(contacts, ref[1]) and int(contacts.sum()) == cand.count
         torch.testing.assert_close(dmin, ref[2], rtol=0, atol=1e-15)
+        alone = ipc.contact_statistics(x, sim.faces, sim.edges, sim.vertex_body, c, sim.num_envs, sim.max_bodies)
+        assert torch.equal(alone[0], contacts) and torch.equal(alone[1], dmin)
     if scene == "stack":
         assert int(contacts[1]) == 0 and dmin[1] == float("inf")
 
@@ -565,3 +567,36 @@ def test_contact_forces_reject_bad_arguments():
         call(num_bodies=1)  # bodies beyond E·B
     with pytest.raises(ValueError, match="dhat"):
         call(dhat=0.0)
+
+
+def test_contact_statistics_keep_a_nan_distance_and_reject_bad_arguments():
+    """A pair with a non-finite position reads as touching (distance 0) in its environment,
+    whatever the pairs' order, as in `affine_contact_forces`; the other environment's is
+    unaffected. Bad arguments raise, naming them."""
+    sim = Stepper([tilted_stack(), tilted_stack()], mu=0.4)
+    for _ in range(200):
+        if bool((sim.step().contacts > 0).all()):
+            break
+    x = sim.positions(sim.q)
+    cand = sim._adaptive.search(sim.packed, x, None, sim.dhat, sim.q)
+    counts, dmin = ipc.contact_statistics(x, sim.faces, sim.edges, sim.vertex_body, cand, 2, sim.max_bodies)
+    assert bool((counts > 0).all()) and bool(dmin.isfinite().all())
+    fv, ee = cand
+    env = sim.packed.candidate_env(cand)
+    bad = x.clone()
+    edge = ee[env[fv.shape[0]:] == 0][-1, 0]  # environment 0's last edge–edge pair
+    bad[sim.edges[edge, 0]] = float("nan")
+    for order in (cand, ipc.Candidates(fv.flip(0), ee.flip(0))):
+        n, d = ipc.contact_statistics(bad, sim.faces, sim.edges, sim.vertex_body, order, 2, sim.max_bodies)
+        assert torch.equal(n, counts) and d[0] == 0 and d[1] == dmin[1]
+        forces_op = ipc.affine_contact_forces(bad, x, sim.rest, sim.faces, sim.edges, sim.vertex_body, order,
+                                              *sim._friction_lag(order), 2, sim.max_bodies, sim.dt, sim.dhat,
+                                              sim.kappa, sim.eps_v)
+        assert torch.equal(forces_op[2], d)
+    args = (x, sim.faces, sim.edges, sim.vertex_body, cand)
+    with pytest.raises(ValueError, match="num_bodies"):
+        ipc.contact_statistics(*args, 2, 0)
+    with pytest.raises(ValueError, match="vertex_body"):
+        ipc.contact_statistics(*args, 1, 1)
+    with pytest.raises(ValueError, match="vertices"):
+        ipc.contact_statistics(x[:, :2], *args[1:], 2, sim.max_bodies)

@@ -93,3 +93,55 @@ def test_a_step_that_starts_converged_evaluates_no_energy(monkeypatch):
     # Energies per step: one per line-search trial, plus the start's where Newton moved.
     assert all(n == 0 for n, k in zip(energies, its) if k == 0)
     assert all(n >= 2 for n, k in zip(energies, its) if k > 0)
+
+
+def test_a_step_where_nothing_moved_ends_with_the_pairs_it_started_with():
+    """A body at rest: a step whose first Newton check passes everywhere ends where it started,
+    so its end pairs are the start's (not searched again), and they are the pairs a search there
+    finds."""
+    sim = Stepper(falling_cube(), dt=0.01)
+    searches = []
+    search = sim._mode.search
+    sim._mode.search = lambda *args: searches.append(args[2] is None) or search(*args)
+    rested = 0
+    for _ in range(60):
+        before = len(searches)
+        if sim.step().iterations == 0:
+            rested += 1
+            assert len(searches) == before  # neither a swept search nor the end's
+            x, q, cand = sim._end_contacts[2], sim._end_contacts[0], sim._end_contacts[3]
+            again = search(sim.packed, x, None, sim.dhat, q)
+            assert cand.count > 0 and all(torch.equal(a, b) for a, b in zip(cand, again))
+    assert rested > 10
+
+
+def test_contact_forces_are_computed_when_read():
+    """An adaptive step leaves the forces to the first read: reading them every step or only at the
+    end gives the same bits, and those of the op on the step's end state; a tensor a user assigns
+    is kept; reset zeroes them. A fixed-iteration step writes them into the same tensor in place."""
+    runs = []
+    for read_every_step in (True, False):
+        sim = Stepper(falling_cube(), dt=0.01, mu=0.4)
+        for _ in range(12):
+            sim.step()
+            if read_every_step:
+                sim.contact_forces
+        runs.append(sim)
+    forces = runs[1].contact_forces
+    assert torch.equal(runs[0].contact_forces, forces) and float(forces[0, 1, 2]) > 0  # the ground pushes up
+    assert runs[1]._pending_forces is None and runs[1].contact_forces is forces  # computed once
+    sim = runs[1]
+    sim.step()
+    x_end, cand = sim._end_contacts[2], sim._end_contacts[3]
+    assert torch.equal(sim._pending_forces[0], x_end) and sim._pending_forces[2] is cand
+    mine = torch.full_like(forces, 7.0)
+    sim.contact_forces = mine
+    assert sim.contact_forces is mine and sim._pending_forces is None
+    sim.step()
+    sim.reset()
+    assert not sim.contact_forces.any()
+    fixed = Stepper(falling_cube(), dt=0.01, mu=0.4, fixed_iterations=8)
+    tensor = fixed.contact_forces
+    for _ in range(12):
+        fixed.step()
+    assert fixed._pending_forces is None and fixed.contact_forces is tensor and float(tensor[0, 1, 2]) > 0

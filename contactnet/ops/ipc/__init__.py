@@ -38,6 +38,7 @@ from contactnet.ops.ipc.affine_potential import (
     affine_positions,
     affine_potential,
     affine_potential_derivatives,
+    contact_statistics,
 )
 from contactnet.ops.ipc.body_derivatives import BodyPairDerivatives, body_pair_derivatives, body_pair_derivatives_sum
 from contactnet.ops.ipc.candidates import (
@@ -118,6 +119,7 @@ __all__ = [
     "collision_candidates",
     "collision_candidates_padded",
     "collision_free_step",
+    "contact_statistics",
     "edge_edge_distance_squared",
     "edge_edge_distance_squared_gradient",
     "edge_edge_distance_squared_hessian",

@@ -27,7 +27,8 @@ from contactnet.ops.ipc.candidates import Candidates
 
 load_extension()
 
-__all__ = ["affine_contact_forces", "affine_positions", "affine_potential", "affine_potential_derivatives"]
+__all__ = ["affine_contact_forces", "affine_positions", "affine_potential", "affine_potential_derivatives",
+           "contact_statistics"]
 
 
 def affine_positions(q, rest_vertices, vertex_body) -> torch.Tensor:
@@ -143,6 +144,10 @@ def affine_contact_forces(vertices, lagged_vertices, rest_vertices, faces, edges
     rest_vertices (V, 3), faces / edges of the packed mesh, vertex_body (V,) in [0, E·B),
     candidates: the pairs within d̂ (a candidate counts in its first stencil vertex's
     environment), lag_candidates and lag_mu (Nlag,) friction's lagged pairs and their μ."""
+    if inputs_trusted():  # the caller vouches (`ipc.trusted_inputs`): the checks below would pass
+        return torch.ops.contactnet.ipc_affine_contact_forces(
+            vertices, lagged_vertices, rest_vertices, faces, edges, vertex_body, *candidates, *lag_candidates,
+            lag_mu, num_envs, num_bodies, float(dt), float(dhat), float(kappa), float(eps_v))
     check_float_tensor(vertices, "vertices", (None, 3))
     faces, edges, _ = ipc_mesh_args(vertices, faces, edges)
     fv, ee = ipc_candidate_args(candidates, vertices, faces, edges)
@@ -154,9 +159,7 @@ def affine_contact_forces(vertices, lagged_vertices, rest_vertices, faces, edges
         check_same_device(t, name, vertices, "vertices")
         if t.dtype != vertices.dtype:
             raise TypeError(f"{name}: expected {vertices.dtype} like vertices, got {t.dtype}")
-    for name, n in (("num_envs", num_envs), ("num_bodies", num_bodies)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"{name}: expected a positive int, got {n!r}")
+    _check_envs_bodies(num_envs, num_bodies)
     vertex_body = as_index_tensor(vertex_body, "vertex_body", (vertices.shape[0],))
     check_same_device(vertex_body, "vertex_body", vertices, "vertices")
     if values_checked_here(vertex_body):
@@ -165,6 +168,38 @@ def affine_contact_forces(vertices, lagged_vertices, rest_vertices, faces, edges
         vertices, lagged_vertices, rest_vertices, faces, edges, vertex_body, fv, ee, lag_fv, lag_ee, lag_mu,
         num_envs, num_bodies, check_positive(dt, "dt"), check_positive(dhat, "dhat"),
         check_positive(kappa, "kappa", allow_zero=True), check_positive(eps_v, "eps_v"))
+
+
+def contact_statistics(vertices, faces, edges, vertex_body, candidates: Candidates, num_envs: int,
+                       num_bodies: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The statistics of `affine_contact_forces` without the forces: contacts (E,) int64, the
+    candidate rows of each environment (padding aside; a candidate counts in its first stencil
+    vertex's environment), and min_distance (E,) m, their smallest exact distance (inf without
+    any). vertices (V, 3), faces / edges of the packed mesh, vertex_body (V,) in [0, E·B)."""
+    if inputs_trusted():  # the caller vouches (`ipc.trusted_inputs`): the checks below would pass
+        return torch.ops.contactnet.ipc_contact_statistics(vertices, faces, edges, vertex_body, *candidates,
+                                                           num_envs, num_bodies)
+    check_float_tensor(vertices, "vertices", (None, 3))
+    faces, edges, _ = ipc_mesh_args(vertices, faces, edges)
+    fv, ee = ipc_candidate_args(candidates, vertices, faces, edges)
+    _check_envs_bodies(num_envs, num_bodies)
+    vertex_body = as_index_tensor(vertex_body, "vertex_body", (vertices.shape[0],))
+    check_same_device(vertex_body, "vertex_body", vertices, "vertices")
+    if values_checked_here(vertex_body):
+        check_index_values(vertex_body, "vertex_body", num_envs * num_bodies)
+    return torch.ops.contactnet.ipc_contact_statistics(vertices, faces, edges, vertex_body, fv, ee, num_envs,
+                                                       num_bodies)
+
+
+def _check_envs_bodies(num_envs, num_bodies) -> None:
+    for name, n in (("num_envs", num_envs), ("num_bodies", num_bodies)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{name}: expected a positive int, got {n!r}")
+
+
+@torch.library.register_fake("contactnet::ipc_contact_statistics")
+def _(vertices, faces, edges, vertex_body, fv, ee, num_envs, num_bodies):
+    return vertices.new_empty((num_envs,), dtype=torch.int64), vertices.new_empty((num_envs,))
 
 
 @torch.library.register_fake("contactnet::ipc_affine_contact_forces")
