@@ -68,6 +68,37 @@ def test_completion_keeps_visible_points_and_returns_the_view_size():
         ViewCompletion(keep=1.5)
 
 
+def test_one_density_fills_the_unseen_side_and_keeps_the_visible_share():
+    """keep=None: the visible points fill the share of the view that the predicted points near
+    the encoder's inputs make up (units of the view's RMS radius), the predicted points off the
+    seen side fill the rest, so the completed cloud has one density, as a full cloud has."""
+    torch.manual_seed(0)
+    net = ViewCompletion(predicted=64, inputs=50, width=32).double().eval()
+    assert net.keep is None and net.config["near"] == 0.2
+    points, normals = _view(k=200)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        p, n = net(points, normals, g)
+        g = torch.Generator().manual_seed(3)
+        _, _, _, local, local_normals = net.canonical_inputs(points, normals, g)
+        pred, _ = net.predict_canonical(local, local_normals)
+    assert p.shape == n.shape == points.shape
+    seen = torch.cdist(pred, local).amin(2) < net.near  # (B, 64)
+    visible = (p[:, :, None] == points[:, None]).all(-1).any(-1)  # (B, 200) rows that are view points
+    expected = (seen.double().mean(1) * 200).round().clamp(1, 199)
+    assert torch.equal(visible.sum(1).double(), expected)
+    assert bool(visible[:, : int(expected.min())].all())  # the visible points come first
+    # The predicted rows are the unseen side's, mapped back to the view's frame.
+    origin, R, scale = canonical_frames(points, normals)
+    for b in range(points.shape[0]):
+        back = (pred[b][~seen[b]] * scale[b]) @ R[b] + origin[b]
+        rows = p[b][~visible[b]]
+        assert bool(((rows[:, None] - back[None]).norm(dim=-1).amin(1) < 1e-12).all())
+    torch.testing.assert_close(n.norm(dim=-1), torch.ones(3, 200, dtype=torch.float64))
+    with pytest.raises(ValueError, match="near"):
+        ViewCompletion(near=0.0)
+
+
 def test_chamfer_against_a_hand_computed_pair():
     a = torch.tensor([[[0.0, 0, 0], [1.0, 0, 0]]])
     b = torch.tensor([[[0.0, 0, 0], [0.0, 0, 3.0], [1.0, 0, 0]]])
