@@ -10,6 +10,8 @@ contactnet.data.objects --families ...`). Each step draws a batch of views and f
 surface to the object's full cloud (`chamfer`) and its normals to those of the nearest full-cloud
 points, in the view's canonical frame. About 0.2 s a step on 2 CPU threads.
 
+`--init <net.pt>` starts from a finished net (a longer run in stages, e.g. at a lower `--lr`).
+
 Every `--save-every` steps the net, the optimiser and the step are written atomically next to the
 output (`<out>.partial`); a rerun with the same arguments resumes from there, and the finished
 net is written to `--out` (the partial file is then removed).
@@ -28,7 +30,7 @@ from contactnet.data.dataset import load_manifest
 from contactnet.data.objects import load_object_set
 from contactnet.data.storage import atomic_write
 from contactnet.models.checkpoint import read_checkpoint
-from contactnet.models.completion import FORMAT, ViewCompletion, chamfer, random_subsets
+from contactnet.models.completion import FORMAT, ViewCompletion, chamfer, load_view_completion, random_subsets
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +70,15 @@ def completion_loss(net: ViewCompletion, points, normals, full, full_normals, ge
 
 def train_completion(out: str | Path, data_root=None, extra_objects=(), steps: int = 6000, batch: int = 32,
                      lr: float = 1e-3, target_points: int = 768, seed: int = 0, save_every: int = 500,
-                     progress: bool = True) -> ViewCompletion:
-    """Train (or resume) a ViewCompletion and write it to `out`; returns the trained net."""
+                     progress: bool = True, init: str | Path | None = None) -> ViewCompletion:
+    """Train (or resume) a ViewCompletion and write it to `out`; returns the trained net. init: a
+    finished net to start from (its design and weights) instead of a fresh one: a longer run in
+    stages, or one fine-tuned on more objects."""
     out = Path(out)
     sets = training_views(data_root, extra_objects)
     weights = torch.tensor([float(s[0].shape[0] * s[0].shape[1]) for s in sets])  # sets drawn by their views
     torch.manual_seed(seed)
-    net = ViewCompletion()
+    net = ViewCompletion() if init is None else load_view_completion(init)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     partial = out.with_name(out.name + ".partial")
@@ -125,9 +129,11 @@ def main(argv=None) -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--init", help="a finished completion net to continue from (e.g. at a lower --lr)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
-    train_completion(args.out, args.data, args.extra_objects, args.steps, args.batch, args.lr, seed=args.seed)
+    train_completion(args.out, args.data, args.extra_objects, args.steps, args.batch, args.lr, seed=args.seed,
+                     init=args.init)
     print(f"wrote {args.out}")
 
 

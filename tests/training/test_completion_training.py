@@ -57,6 +57,22 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path, tiny_data,
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
+def test_a_run_in_two_stages_continues_from_the_first(tmp_path, tiny_data):
+    """--init: the second stage starts from the first stage's net (its design and weights), so
+    with no steps of its own it writes that net again."""
+    data = tiny_data / "procedural_tiny"
+    settings = dict(data_root=data, batch=4, target_points=64, progress=False)
+    first = train_completion(tmp_path / "first.pt", steps=2, **settings)
+    first.keep = 0.25  # a design setting the second stage keeps
+    torch.save({**torch.load(tmp_path / "first.pt", weights_only=False), "config": first.config}, tmp_path / "first.pt")
+    again = train_completion(tmp_path / "again.pt", steps=0, init=tmp_path / "first.pt", **settings)
+    assert again.keep == 0.25
+    for a, b in zip(first.state_dict().values(), again.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    more = train_completion(tmp_path / "more.pt", steps=1, init=tmp_path / "first.pt", **settings)
+    assert any(not torch.equal(a, b) for a, b in zip(first.state_dict().values(), more.state_dict().values()))
+
+
 def test_evaluation_reads_completed_views(tmp_path, tiny_data):
     data = tiny_data / "procedural_tiny"
     completion = tmp_path / "completion.pt"
