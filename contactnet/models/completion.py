@@ -79,8 +79,8 @@ class ViewCompletion(nn.Module):
       points (with replacement if it has fewer). The seen side then holds more points than the
       unseen one (about 3:1 at keep = 0.5).
     Scored with the `make train` quickstart on procedural_small's single views (a 15,000-step
-    net; docs/results.md): uniform known / unknown 0.935 / 0.902 with keep = 0.5, 0.941 / 0.910
-    with the one density, boundary 0.714 → 0.744.
+    net; docs/results.md): uniform known / unknown 0.935 / 0.902 with keep = 0.5, 0.940 / 0.907
+    with the one density, boundary 0.714 → 0.750.
 
     inputs: visible points the encoder reads (drawn at random); width: the encoder's feature size.
     """
@@ -141,7 +141,6 @@ class ViewCompletion(nn.Module):
         visible, new = visible[..., None].expand(-1, -1, 3), new[..., None].expand(-1, -1, 3)
         return (torch.cat([points.gather(1, visible), pred.gather(1, new)], 1),
                 torch.cat([normals.gather(1, visible), pred_normals.gather(1, new)], 1))
-
 
     def _one_density(self, local: torch.Tensor, pred: torch.Tensor, k: int, generator=None) -> torch.Tensor:
         """(B, k) indices into [visible (k) | predicted]: as many visible points as the predicted

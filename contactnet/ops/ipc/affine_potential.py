@@ -148,9 +148,8 @@ def affine_contact_forces(vertices, lagged_vertices, rest_vertices, faces, edges
         return torch.ops.contactnet.ipc_affine_contact_forces(
             vertices, lagged_vertices, rest_vertices, faces, edges, vertex_body, *candidates, *lag_candidates,
             lag_mu, num_envs, num_bodies, float(dt), float(dhat), float(kappa), float(eps_v))
-    check_float_tensor(vertices, "vertices", (None, 3))
-    faces, edges, _ = ipc_mesh_args(vertices, faces, edges)
-    fv, ee = ipc_candidate_args(candidates, vertices, faces, edges)
+    faces, edges, vertex_body, fv, ee = _statistics_args(vertices, faces, edges, vertex_body, candidates, num_envs,
+                                                         num_bodies)
     lag_fv, lag_ee = ipc_candidate_args(lag_candidates, vertices, faces, edges)
     for name, t, shape in (("lagged_vertices", lagged_vertices, (vertices.shape[0], 3)),
                            ("rest_vertices", rest_vertices, (vertices.shape[0], 3)),
@@ -159,11 +158,6 @@ def affine_contact_forces(vertices, lagged_vertices, rest_vertices, faces, edges
         check_same_device(t, name, vertices, "vertices")
         if t.dtype != vertices.dtype:
             raise TypeError(f"{name}: expected {vertices.dtype} like vertices, got {t.dtype}")
-    _check_envs_bodies(num_envs, num_bodies)
-    vertex_body = as_index_tensor(vertex_body, "vertex_body", (vertices.shape[0],))
-    check_same_device(vertex_body, "vertex_body", vertices, "vertices")
-    if values_checked_here(vertex_body):
-        check_index_values(vertex_body, "vertex_body", num_envs * num_bodies)
     return torch.ops.contactnet.ipc_affine_contact_forces(
         vertices, lagged_vertices, rest_vertices, faces, edges, vertex_body, fv, ee, lag_fv, lag_ee, lag_mu,
         num_envs, num_bodies, check_positive(dt, "dt"), check_positive(dhat, "dhat"),
@@ -179,22 +173,25 @@ def contact_statistics(vertices, faces, edges, vertex_body, candidates: Candidat
     if inputs_trusted():  # the caller vouches (`ipc.trusted_inputs`): the checks below would pass
         return torch.ops.contactnet.ipc_contact_statistics(vertices, faces, edges, vertex_body, *candidates,
                                                            num_envs, num_bodies)
-    check_float_tensor(vertices, "vertices", (None, 3))
-    faces, edges, _ = ipc_mesh_args(vertices, faces, edges)
-    fv, ee = ipc_candidate_args(candidates, vertices, faces, edges)
-    _check_envs_bodies(num_envs, num_bodies)
-    vertex_body = as_index_tensor(vertex_body, "vertex_body", (vertices.shape[0],))
-    check_same_device(vertex_body, "vertex_body", vertices, "vertices")
-    if values_checked_here(vertex_body):
-        check_index_values(vertex_body, "vertex_body", num_envs * num_bodies)
+    faces, edges, vertex_body, fv, ee = _statistics_args(vertices, faces, edges, vertex_body, candidates, num_envs,
+                                                         num_bodies)
     return torch.ops.contactnet.ipc_contact_statistics(vertices, faces, edges, vertex_body, fv, ee, num_envs,
                                                        num_bodies)
 
 
-def _check_envs_bodies(num_envs, num_bodies) -> None:
+def _statistics_args(vertices, faces, edges, vertex_body, candidates: Candidates, num_envs, num_bodies):
+    """The checked arguments both contact ops share: faces, edges, vertex_body and the candidate rows."""
+    check_float_tensor(vertices, "vertices", (None, 3))
+    faces, edges, _ = ipc_mesh_args(vertices, faces, edges)
+    fv, ee = ipc_candidate_args(candidates, vertices, faces, edges)
     for name, n in (("num_envs", num_envs), ("num_bodies", num_bodies)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"{name}: expected a positive int, got {n!r}")
+    vertex_body = as_index_tensor(vertex_body, "vertex_body", (vertices.shape[0],))
+    check_same_device(vertex_body, "vertex_body", vertices, "vertices")
+    if values_checked_here(vertex_body):
+        check_index_values(vertex_body, "vertex_body", num_envs * num_bodies)
+    return faces, edges, vertex_body, fv, ee
 
 
 @torch.library.register_fake("contactnet::ipc_contact_statistics")
