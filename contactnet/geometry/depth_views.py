@@ -262,3 +262,43 @@ def partial_cloud(vertices: np.ndarray, faces: np.ndarray, num_points: int, seed
     vertices (V, 3) metres, faces (F, 3). Raises ValueError when a view sees nothing.
     """
     return render_views(vertices, faces, camera_eyes(vertices, views, seed, spec), num_points, seed, spec)
+
+
+
+def ray_exits(vertices: np.ndarray, faces: np.ndarray, eyes: np.ndarray, points: np.ndarray, casts: int = 8):
+    """Where each camera ray last leaves the object: the back surface behind each seen point (what a
+    camera on the far side would see), which `ViewCompletion`'s back head learns. eyes (V, 3),
+    points (V, K, 3) of views from them (object frame) → exits (V, K, 3) float32, their outward
+    normals (V, K, 3), and valid (V, K) (False where the ray finds no surface that it leaves through,
+    e.g. an open mesh). Each ray is followed through at most `casts` surface crossings."""
+    eyes, points = np.asarray(eyes, dtype=np.float64), np.asarray(points, dtype=np.float64)
+    if eyes.ndim != 2 or eyes.shape[1] != 3 or points.ndim != 3 or points.shape[::2] != (len(eyes), 3):
+        raise ValueError(f"eyes, points: expected (V, 3) and (V, K, 3), got {eyes.shape} and {points.shape}")
+    o3d = _open3d()
+
+    scene = o3d.t.geometry.RaycastingScene()
+    scene.add_triangles(o3d.core.Tensor(np.asarray(vertices, dtype=np.float32)),
+                        o3d.core.Tensor(np.asarray(faces, dtype=np.uint32)))
+    eyes = eyes[:, None].repeat(points.shape[1], 1)
+    d = points - eyes
+    d /= np.linalg.norm(d, axis=-1, keepdims=True).clip(1e-12)
+    t = np.zeros(d.shape[:2])
+    exit_t, normals = np.full(d.shape[:2], np.nan), np.zeros(d.shape, dtype=np.float32)
+    live = np.ones(d.shape[:2], dtype=bool)
+    for _ in range(casts):
+        rays = np.concatenate([eyes + t[..., None] * d, d], -1)[live].astype(np.float32)
+        hit = scene.cast_rays(o3d.core.Tensor(rays))
+        t_hit, n = hit["t_hit"].numpy(), hit["primitive_normals"].numpy()
+        found = np.isfinite(t_hit)
+        index = np.flatnonzero(live)
+        t.flat[index[found]] += t_hit[found]
+        leaving = found & ((n * d.reshape(-1, 3)[index]).sum(-1) > 0)
+        exit_t.flat[index[leaving]] = t.flat[index[leaving]]
+        t.flat[index[found]] += 1e-5  # the next cast starts just past this crossing
+        normals.reshape(-1, 3)[index[leaving]] = n[leaving]
+        live.flat[index[~found]] = False
+        if not live.any():
+            break
+    valid = np.isfinite(exit_t)
+    exits = eyes + np.where(valid, exit_t, 0)[..., None] * d
+    return exits.astype(np.float32), normals, valid

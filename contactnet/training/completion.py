@@ -11,6 +11,9 @@ surface to the object's full cloud (`chamfer`) and its normals to those of the n
 points, in the view's canonical frame. About 0.2 s a step on 2 CPU threads.
 
 `--init <net.pt>` starts from a finished net (a longer run in stages, e.g. at a lower `--lr`).
+`--back` adds the back head (`ViewCompletion(back=True)`) and fits it to where each view point's
+camera ray last leaves the mesh (`ray_exits`, cast once per view when training starts, about a
+minute for 1,200 objects' views).
 
 Every `--save-every` steps the net, the optimiser and the step are written atomically next to the
 output (`<out>.partial`); a rerun with the same arguments resumes from there, and the finished
@@ -24,19 +27,23 @@ import logging
 import os
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from contactnet.data.dataset import load_manifest
 from contactnet.data.objects import load_object_set
 from contactnet.data.storage import atomic_write
+from contactnet.geometry.depth_views import ray_exits
 from contactnet.models.checkpoint import read_checkpoint
 from contactnet.models.completion import FORMAT, ViewCompletion, chamfer, load_view_completion, random_subsets
 
 log = logging.getLogger(__name__)
 
 
-def training_views(data_root: str | Path | None, extra_objects=()) -> list[tuple[torch.Tensor, ...]]:
-    """Per object set: views (N, V, K, 3), their normals, full clouds (N, K, 3), their normals."""
+def training_views(data_root: str | Path | None, extra_objects=(), back: bool = False
+                   ) -> list[tuple[torch.Tensor, ...]]:
+    """Per object set: views (N, V, K, 3), their normals, full clouds (N, K, 3), their normals, and
+    with `back` the views' ray exits (N, V, K, 3), their normals and valid (N, V, K) (`ray_exits`)."""
     sets = []
     if data_root is not None:
         objects = load_object_set(Path(data_root) / "objects")
@@ -49,36 +56,64 @@ def training_views(data_root: str | Path | None, extra_objects=()) -> list[tuple
     out = []
     for objects, ids in sets:
         views = objects.partial_views()
-        out.append(tuple(torch.from_numpy(a[ids]).float() for a in (views.points, views.normals, objects.points,
-                                                                     objects.normals)))
+        arrays = [views.points[ids], views.normals[ids], objects.points[ids], objects.normals[ids]]
+        if back:
+            exits = [ray_exits(objects.vertices[i], objects.faces[i], views.eyes[i], views.points[i]) for i in ids]
+            arrays += [np.stack(a) for a in zip(*exits)]
+        out.append(tuple(torch.from_numpy(a) if a.dtype == bool else torch.from_numpy(a).float() for a in arrays))
     if not out:
         raise ValueError("data_root, extra_objects: give at least one object set to train on")
     return out
 
 
-def completion_loss(net: ViewCompletion, points, normals, full, full_normals, generator=None, normal_weight=0.1):
+def completion_loss(net: ViewCompletion, points, normals, full, full_normals, generator=None, normal_weight=0.1,
+                    exits=None, exit_normals=None, valid=None):
     """Chamfer distance + normal_weight · (1 − cos) to the nearest full-cloud normals, in the
-    views' canonical frames (so in units of each view's RMS radius); (B,) each term."""
-    origin, R, scale, local, local_normals = net.canonical_inputs(points, normals, generator)
-    target = (full - origin[:, None]) @ R.transpose(1, 2) / scale[:, None, None]
-    pred, pred_normals = net.predict_canonical(local, local_normals)
-    distance, nearest = chamfer(pred, target)
+    views' canonical frames (so in units of each view's RMS radius); (B,) each term. With the
+    back head (`net.back`) and the views' ray exits, also the Laplace negative log-likelihood of
+    each predicted back point's distance to its exit under its expected error, + normal_weight ·
+    (1 − cos) of its normal, over the valid exits."""
+    origin, R, scale, local, local_normals = net.canonical_frame(points, normals)
+    idx = net.input_index(points, generator)
+    local, local_normals = local.gather(1, idx), local_normals.gather(1, idx)
+    to_canonical = lambda p: (p - origin[:, None]) @ R.transpose(1, 2) / scale[:, None, None]  # noqa: E731
+    pooled, h = net.encode(local, local_normals)
+    pred, pred_normals = net.decode(h)
+    distance, nearest = chamfer(pred, to_canonical(full))
     target_normals = (full_normals @ R.transpose(1, 2)).gather(1, nearest[..., None].expand(-1, -1, 3))
     normal = 1 - (pred_normals * target_normals).sum(-1).mean(1)
-    return distance + normal_weight * normal, distance, normal
+    loss = distance + normal_weight * normal
+    if net.back:
+        back, back_normals, expected = net.predict_back(pooled, h, local, local_normals)
+        mask = valid.gather(1, idx[..., 0]).float()
+        err = (back - to_canonical(exits.gather(1, idx))).norm(dim=-1)
+        cos = (back_normals * (exit_normals.gather(1, idx) @ R.transpose(1, 2))).sum(-1)
+        # The distance's Laplace likelihood: the expected error learns how far each point may be off.
+        nll = err / expected + expected.log()
+        back_loss = ((nll + normal_weight * (1 - cos)) * mask).sum(1) / mask.sum(1).clamp_min(1)
+        loss = loss + back_loss
+    return loss, distance, normal
 
 
 def train_completion(out: str | Path, data_root=None, extra_objects=(), steps: int = 6000, batch: int = 32,
                      lr: float = 1e-3, target_points: int = 768, seed: int = 0, save_every: int = 500,
-                     progress: bool = True, init: str | Path | None = None) -> ViewCompletion:
+                     progress: bool = True, init: str | Path | None = None, back: bool = False) -> ViewCompletion:
     """Train (or resume) a ViewCompletion and write it to `out`; returns the trained net. init: a
     finished net to start from (its design and weights) instead of a fresh one: a longer run in
-    stages, or one fine-tuned on more objects."""
+    stages, or one fine-tuned on more objects; back: give the net a back head (`ViewCompletion`),
+    a new one on top of `init`'s weights (an `init` with one keeps it)."""
     out = Path(out)
-    sets = training_views(data_root, extra_objects)
-    weights = torch.tensor([float(s[0].shape[0] * s[0].shape[1]) for s in sets])  # sets drawn by their views
     torch.manual_seed(seed)
-    net = ViewCompletion() if init is None else load_view_completion(init)
+    if init is None:
+        net = ViewCompletion(back=back)
+    else:
+        net = load_view_completion(init)
+        if back and not net.back:
+            first = net
+            net = ViewCompletion(**{**first.config, "keep": None, "back": True})
+            net.load_state_dict(first.state_dict(), strict=False)
+    sets = training_views(data_root, extra_objects, net.back)
+    weights = torch.tensor([float(s[0].shape[0] * s[0].shape[1]) for s in sets])  # sets drawn by their views
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     partial = out.with_name(out.name + ".partial")
@@ -96,18 +131,21 @@ def train_completion(out: str | Path, data_root=None, extra_objects=(), steps: i
     net.train()
     for step in range(start, steps):
         g = torch.Generator().manual_seed(seed * 1_000_003 + step)  # a resumed run draws what this one would
-        points, normals, full, full_normals = sets[int(torch.multinomial(weights, 1, generator=g))]
+        arrays = sets[int(torch.multinomial(weights, 1, generator=g))]
+        points, normals, full, full_normals = arrays[:4]
         o = torch.randint(points.shape[0], (batch,), generator=g)
         v = torch.randint(points.shape[1], (batch,), generator=g)
         pick = random_subsets(batch, full.shape[1], target_points, g)[..., None].expand(-1, -1, 3)
+        backs = dict(zip(("exits", "exit_normals", "valid"), (a[o, v] for a in arrays[4:])))
         loss, distance, normal = completion_loss(net, points[o, v], normals[o, v], full[o].gather(1, pick),
-                                                 full_normals[o].gather(1, pick), g)
+                                                 full_normals[o].gather(1, pick), g, **backs)
         opt.zero_grad()
         loss.mean().backward()
         opt.step()
         sched.step()
         if progress and (step % 100 == 0 or step == steps - 1):
-            print(f"step {step}/{steps}: chamfer {distance.mean():.4f} normal {normal.mean():.3f}", flush=True)
+            print(f"step {step}/{steps}: loss {loss.mean():.4f} chamfer {distance.mean():.4f} normal "
+                  f"{normal.mean():.3f}", flush=True)
         if (step + 1) % save_every == 0 and step + 1 < steps:
             state = {"step": step + 1, "steps": steps, "state_dict": net.state_dict(), "optimizer": opt.state_dict(),
                      "scheduler": sched.state_dict()}
@@ -130,10 +168,11 @@ def main(argv=None) -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--init", help="a finished completion net to continue from (e.g. at a lower --lr)")
+    parser.add_argument("--back", action="store_true", help="learn the back surface behind each seen point too")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     train_completion(args.out, args.data, args.extra_objects, args.steps, args.batch, args.lr, seed=args.seed,
-                     init=args.init)
+                     init=args.init, back=args.back)
     print(f"wrote {args.out}")
 
 

@@ -17,6 +17,7 @@ from contactnet.geometry.depth_views import (
     partial_cloud,
     pinhole_intrinsics,
     points_from_depth,
+    ray_exits,
     render_depth,
     render_views,
 )
@@ -51,6 +52,44 @@ def test_a_cube_seen_along_x_shows_only_its_near_face():
     # The whole face is covered, up to a pixel or two at its edges.
     assert (points[:, 1:].min(0) < -0.9 * H).all() and (points[:, 1:].max(0) > 0.9 * H).all()
     np.testing.assert_allclose(normals, np.tile([1.0, 0, 0], (400, 1)), atol=1e-4)
+
+
+def test_each_ray_exits_through_the_objects_far_side():
+    """A plate in front of a cube, seen along −x: rays through the plate leave through the cube's far
+    face where the cube is behind them, else through the plate's back; noisy points (moved along
+    their rays) give the same exits; rays that miss, or an open mesh's, have none."""
+    plate = trimesh.creation.box(extents=[0.01, 0.2, 0.2])
+    plate.apply_translation([0.05, 0, 0])
+    cube = trimesh.creation.box(extents=[0.05, 0.05, 0.05])
+    cube.apply_translation([-0.05, 0, 0])
+    scene = trimesh.util.concatenate([plate, cube])
+    vertices, faces = np.asarray(scene.vertices), np.asarray(scene.faces)
+    eye = np.array([[0.6, 0, 0]])
+    points, _ = render_views(vertices, faces, eye, 500, seed=0, spec=NOISELESS)
+    exits, normals, valid = ray_exits(vertices, faces, eye, points[None])
+    assert exits.shape == normals.shape == (1, 500, 3) and valid.shape == (1, 500) and valid.all()
+    at_cube = np.abs(points[:, 1:]) * 0.625 / 0.545  # where each ray crosses the plane of the cube's near face
+    behind, beside = (at_cube < 0.024).all(-1), (at_cube > 0.026).any(-1)
+    assert behind.sum() > 10 and beside.sum() > 100
+    np.testing.assert_allclose(exits[0, behind, 0], -0.075, atol=1e-5)
+    np.testing.assert_allclose(exits[0, beside, 0], 0.045, atol=1e-5)
+    np.testing.assert_allclose(normals[0, behind], np.tile([-1.0, 0, 0], (behind.sum(), 1)), atol=1e-5)
+    # The exits lie on the rays from the eye through the points.
+    rays = points - eye
+    along = exits[0] - eye
+    cross = np.cross(rays / np.linalg.norm(rays, axis=1, keepdims=True), along)
+    assert np.abs(cross).max() < 1e-5
+    # Depth noise moves a point along its ray: the same exits.
+    noisy = eye + rays * (1 + 0.01 * np.random.default_rng(0).standard_normal((500, 1)))
+    np.testing.assert_allclose(ray_exits(vertices, faces, eye, noisy[None])[0], exits, atol=1e-5)
+    missing = np.array([[[0.05, 0.5, 0.5], [0.055, 0, 0]]])
+    assert ray_exits(vertices, faces, eye, missing)[2].tolist() == [[False, True]]
+    # A cube without its far face: rays leave through nothing, so no exit.
+    box = trimesh.creation.box(extents=[0.05] * 3)
+    open_faces = box.faces[box.face_normals[:, 0] > -0.5]
+    assert not ray_exits(box.vertices, open_faces, eye, np.array([[[0.025, 0, 0]]]))[2].any()
+    with pytest.raises(ValueError, match="eyes, points"):
+        ray_exits(vertices, faces, eye, points)  # (K, 3): no view axis
 
 
 def test_an_occluded_surface_is_not_seen():

@@ -4,7 +4,13 @@ motions and scaling, the visible points kept, the Chamfer loss, and its checkpoi
 import pytest
 import torch
 
-from contactnet.models.completion import ViewCompletion, canonical_frames, chamfer, load_view_completion
+from contactnet.models.completion import (
+    ViewCompletion,
+    canonical_frames,
+    chamfer,
+    load_view_completion,
+    random_subsets,
+)
 
 
 def _view(batch=3, k=200, seed=0):
@@ -40,9 +46,10 @@ def test_canonical_coordinates_do_not_depend_on_the_pose_or_scale_of_the_view():
     assert (scale > 0).all()
 
 
-def test_completion_commutes_with_rigid_motions_and_scaling():
+@pytest.mark.parametrize("back", [False, True])
+def test_completion_commutes_with_rigid_motions_and_scaling(back):
     torch.manual_seed(0)
-    net = ViewCompletion(predicted=64, inputs=50, width=32).double().eval()
+    net = ViewCompletion(predicted=64, inputs=50, width=32, back=back).double().eval()
     points, normals = _view()
     R, t, s = _motion(2)
     with torch.no_grad():
@@ -97,6 +104,79 @@ def test_one_density_fills_the_unseen_side_and_keeps_the_visible_share():
     torch.testing.assert_close(n.norm(dim=-1), torch.ones(3, 200, dtype=torch.float64))
     with pytest.raises(ValueError, match="near"):
         ViewCompletion(near=0.0)
+
+
+def _net_with_a_back(points, normals):
+    """A small back-head net whose back points lie 1.5 RMS radii behind the seen ones (the head's
+    expected errors still vary by point), and whose decoder puts half its points on that back
+    surface and half far off both, so that every source has a share."""
+    torch.manual_seed(0)
+    net = ViewCompletion(predicted=64, inputs=50, width=32, back=True, back_trust=None).double().eval()
+    with torch.no_grad():
+        last = net.back_head[-1]
+        last.weight[:6].zero_()
+        last.bias[:6] = torch.tensor([0, 0, 1.5, 0, 0, 1], dtype=torch.float64)
+        local = net.canonical_frame(points, normals)[3][0, :32]
+        decoded = torch.cat([local + torch.tensor([0.01, 0, 1.5], dtype=torch.float64),  # near, not on, the back
+                             torch.full((32, 3), 5.0, dtype=torch.float64)])
+        net.decoder[-1].weight.zero_()
+        net.decoder[-1].bias.copy_(torch.cat([decoded, torch.tensor([0, 0, 1.0]).expand(64, 3)], 1).reshape(-1))
+    return net
+
+
+def test_the_back_head_adds_the_surface_behind_the_seen_points_at_one_density():
+    """back=True: the cloud holds the visible points, the back points predicted behind them and the
+    decoder's points off both, each in the share of the decoder's points nearest to it."""
+    points, normals = _view(k=200)
+    net = _net_with_a_back(points, normals)
+    with torch.no_grad():
+        p, n = net(points, normals, torch.Generator().manual_seed(3))
+        # The same draws by hand: the encoder's inputs first.
+        idx = random_subsets(3, 200, 50, torch.Generator().manual_seed(3))[..., None].expand(-1, -1, 3)
+        origin, R, scale, local, local_normals = net.canonical_frame(points, normals)
+        pooled, h = net.encode(local.gather(1, idx), local_normals.gather(1, idx))
+        back, _, expected = net.predict_back(pooled, h, local, local_normals)
+        pred = net.decode(h)[0]
+    assert (expected > 0).all()
+    assert p.shape == n.shape == points.shape
+    torch.testing.assert_close(n.norm(dim=-1), torch.ones(3, 200, dtype=torch.float64))
+    visible = (p[:, :, None] == points[:, None]).all(-1).any(-1)
+    mapped = (back * scale[:, None, None]) @ R + origin[:, None]
+    behind = (p[:, :, None] - mapped[:, None]).norm(dim=-1).amin(-1) < 1e-12
+    assert bool(visible[:, 0].all()) and not bool((visible & behind).any())
+    assert (behind.sum(1) > 50).all() and (~visible & ~behind).sum(1).gt(50).all()  # every source has a share
+    # Each source's count is its share of the decoder's points (nearest to it, within `near`).
+    near_v = torch.cdist(pred, local.gather(1, idx)).amin(2)
+    near_b = torch.cdist(pred, back.gather(1, idx)).amin(2)
+    for rows, mine, other, least in ((visible, near_v, near_b, 1), (behind, near_b, near_v, 0)):
+        share = ((mine < net.near) & ((mine <= other) if least else (mine < other))).double().mean(1) * 200
+        assert torch.equal(rows.sum(1).double(), share.round().clamp(least, 199))
+    with pytest.raises(ValueError, match="back, keep"):
+        ViewCompletion(keep=0.5, back=True)
+    with pytest.raises(ValueError, match="back_trust"):
+        ViewCompletion(back=True, back_trust=0.0)
+
+
+def test_only_back_points_within_the_trusted_error_are_used():
+    """back_trust: a back point whose expected error is at or above it is left out, and the
+    decoder fills its place; a bound above every error gives the same cloud as none."""
+    points, normals = _view(k=200)
+    net = _net_with_a_back(points, normals)
+    with torch.no_grad():
+        origin, R, scale, local, local_normals = net.canonical_frame(points, normals)
+        idx = random_subsets(3, 200, 50, torch.Generator().manual_seed(3))[..., None].expand(-1, -1, 3)
+        pooled, h = net.encode(local.gather(1, idx), local_normals.gather(1, idx))
+        back, _, expected = net.predict_back(pooled, h, local, local_normals)
+        mapped = (back * scale[:, None, None]) @ R + origin[:, None]
+        clouds = {}
+        for trust in (None, 1e9, float(expected.median()), 1e-9):
+            net.back_trust = trust
+            clouds[trust] = net(points, normals, torch.Generator().manual_seed(3))[0]
+    assert torch.equal(clouds[None], clouds[1e9])
+    median = float(expected.median())
+    used = ((clouds[median][:, :, None] - mapped[:, None]).norm(dim=-1) < 1e-12).any(1)  # (B, 200) back points
+    assert used.any() and bool((expected[used] < median).all())
+    assert not bool(((clouds[1e-9][:, :, None] - mapped[:, None]).norm(dim=-1) < 1e-12).any())
 
 
 def test_chamfer_against_a_hand_computed_pair():

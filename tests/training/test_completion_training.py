@@ -73,6 +73,25 @@ def test_a_run_in_two_stages_continues_from_the_first(tmp_path, tiny_data):
     assert any(not torch.equal(a, b) for a, b in zip(first.state_dict().values(), more.state_dict().values()))
 
 
+def test_a_back_head_is_trained_on_the_views_ray_exits(tmp_path, tiny_data):
+    """--back: the sets carry each view point's ray exit; a back head is added on top of --init's
+    net (its other weights kept) and learns with the rest."""
+    data = tiny_data / "procedural_tiny"
+    (points, _, _, _, exits, exit_normals, valid), = training_views(data, back=True)
+    assert exits.shape == exit_normals.shape == points.shape and valid.shape == points.shape[:3]
+    assert valid.dtype == torch.bool and valid.float().mean() > 0.95
+    assert ((exits - points).norm(dim=-1)[valid] > 1e-3).float().mean() > 0.9  # behind, not on, the seen side
+    settings = dict(data_root=data, batch=4, target_points=64, progress=False)
+    first = train_completion(tmp_path / "first.pt", steps=1, **settings)
+    backed = train_completion(tmp_path / "back.pt", steps=0, init=tmp_path / "first.pt", back=True, **settings)
+    assert backed.back and load_view_completion(tmp_path / "back.pt").back
+    for name, value in first.state_dict().items():
+        assert torch.equal(value, backed.state_dict()[name])
+    trained = train_completion(tmp_path / "trained.pt", steps=2, init=tmp_path / "back.pt", **settings)
+    assert any(not torch.equal(a, b) for name, a in trained.state_dict().items() if name.startswith("back_head")
+               for b in [backed.state_dict()[name]])
+
+
 def test_evaluation_reads_completed_views(tmp_path, tiny_data):
     data = tiny_data / "procedural_tiny"
     completion = tmp_path / "completion.pt"
