@@ -54,16 +54,22 @@ def test_a_cube_seen_along_x_shows_only_its_near_face():
     np.testing.assert_allclose(normals, np.tile([1.0, 0, 0], (400, 1)), atol=1e-4)
 
 
-def test_each_ray_exits_through_the_objects_far_side():
-    """A plate in front of a cube, seen along −x: rays through the plate leave through the cube's far
-    face where the cube is behind them, else through the plate's back; noisy points (moved along
-    their rays) give the same exits; rays that miss, or an open mesh's, have none."""
+def _plate_before_a_cube():
+    """A 1 cm plate at x = 0.05 m and a 5 cm cube behind it at x = −0.05 m: the scene's vertices and
+    faces, and the cube alone."""
     plate = trimesh.creation.box(extents=[0.01, 0.2, 0.2])
     plate.apply_translation([0.05, 0, 0])
     cube = trimesh.creation.box(extents=[0.05, 0.05, 0.05])
     cube.apply_translation([-0.05, 0, 0])
     scene = trimesh.util.concatenate([plate, cube])
-    vertices, faces = np.asarray(scene.vertices), np.asarray(scene.faces)
+    return np.asarray(scene.vertices), np.asarray(scene.faces), cube
+
+
+def test_each_ray_exits_through_the_objects_far_side():
+    """A plate in front of a cube, seen along −x: rays through the plate leave through the cube's far
+    face where the cube is behind them, else through the plate's back; noisy points (moved along
+    their rays) give the same exits; rays that miss, or an open mesh's, have none."""
+    vertices, faces, _ = _plate_before_a_cube()
     eye = np.array([[0.6, 0, 0]])
     points, _ = render_views(vertices, faces, eye, 500, seed=0, spec=NOISELESS)
     exits, normals, valid = ray_exits(vertices, faces, eye, points[None])
@@ -94,12 +100,7 @@ def test_each_ray_exits_through_the_objects_far_side():
 
 def test_an_occluded_surface_is_not_seen():
     """A plate in front of a small cube: the cube's near face faces the camera but is hidden."""
-    plate = trimesh.creation.box(extents=[0.01, 0.2, 0.2])
-    plate.apply_translation([0.05, 0, 0])
-    hidden = trimesh.creation.box(extents=[0.05, 0.05, 0.05])
-    hidden.apply_translation([-0.05, 0, 0])
-    scene = trimesh.util.concatenate([plate, hidden])
-    vertices, faces = np.asarray(scene.vertices), np.asarray(scene.faces)
+    vertices, faces, hidden = _plate_before_a_cube()
     points, _ = render_views(vertices, faces, np.array([[0.6, 0, 0]]), 500, seed=0, spec=NOISELESS)
     np.testing.assert_allclose(points[:, 0], 0.055, atol=1e-5)
     # Without the plate the same camera sees the cube's near face.
