@@ -264,13 +264,13 @@ def partial_cloud(vertices: np.ndarray, faces: np.ndarray, num_points: int, seed
     return render_views(vertices, faces, camera_eyes(vertices, views, seed, spec), num_points, seed, spec)
 
 
-
 def ray_exits(vertices: np.ndarray, faces: np.ndarray, eyes: np.ndarray, points: np.ndarray, casts: int = 8):
     """Where each camera ray last leaves the object: the back surface behind each seen point (what a
     camera on the far side would see), which `ViewCompletion`'s back head learns. eyes (V, 3),
     points (V, K, 3) of views from them (object frame) → exits (V, K, 3) float32, their outward
     normals (V, K, 3), and valid (V, K) (False where the ray finds no surface that it leaves through,
-    e.g. an open mesh). Each ray is followed through at most `casts` surface crossings."""
+    e.g. an open mesh). Each ray is followed through at most `casts` surface crossings, each cast
+    starting 10 µm past the last (walls thinner than that are stepped over)."""
     eyes, points = np.asarray(eyes, dtype=np.float64), np.asarray(points, dtype=np.float64)
     if eyes.ndim != 2 or eyes.shape[1] != 3 or points.ndim != 3 or points.shape[::2] != (len(eyes), 3):
         raise ValueError(f"eyes, points: expected (V, 3) and (V, K, 3), got {eyes.shape} and {points.shape}")
