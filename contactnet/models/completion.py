@@ -134,17 +134,24 @@ class ViewCompletion(nn.Module):
         return random_subsets(*points.shape[:2], self.inputs, generator, points.device)[..., None].expand(-1, -1, 3)
 
     def canonical_inputs(self, points: torch.Tensor, normals: torch.Tensor, generator=None):
-        """The canonical frame (origin, R, scale) and `inputs` of the view's points and normals in it."""
+        """The canonical frame (origin, R, scale), `inputs` of the view's points and normals in it,
+        and their gather index (`input_index`)."""
         origin, R, scale, local, local_normals = self.canonical_frame(points, normals)
         idx = self.input_index(points, generator)
-        return origin, R, scale, local.gather(1, idx), local_normals.gather(1, idx)
+        return origin, R, scale, local.gather(1, idx), local_normals.gather(1, idx), idx
+
+    def point_features(self, points: torch.Tensor, normals: torch.Tensor, pooled: torch.Tensor | None = None):
+        """Canonical points and normals (B, n, 3) → the first stage's pooled feature (B, 128), of
+        these points unless given, and each point's second-stage feature (B, n, width)."""
+        f = self.point_mlp(torch.cat([points, normals], -1))
+        pooled = f.amax(1) if pooled is None else pooled
+        return pooled, self.point_mlp2(torch.cat([f, pooled[:, None].expand_as(f)], -1))
 
     def encode(self, local: torch.Tensor, local_normals: torch.Tensor):
-        """Canonical input points and normals (B, k, 3) → the first stage's pooled feature (B, 128) and
-        the view's feature (B, width)."""
-        f = self.point_mlp(torch.cat([local, local_normals], -1))
-        pooled = f.amax(1)
-        return pooled, self.point_mlp2(torch.cat([f, pooled[:, None].expand_as(f)], -1)).amax(1)
+        """Canonical input points and normals (B, k, 3) → the first stage's pooled feature (B, 128),
+        the view's feature (B, width) and the points' own features (B, k, width)."""
+        pooled, g = self.point_features(local, local_normals)
+        return pooled, g.amax(1), g
 
     def decode(self, h: torch.Tensor):
         """The view's feature (B, width) → predicted surface points and unit normals (B, predicted, 3)."""
@@ -156,13 +163,11 @@ class ViewCompletion(nn.Module):
         (B, predicted, 3), canonical frame."""
         return self.decode(self.encode(local, local_normals)[1])
 
-    def predict_back(self, pooled, h, points: torch.Tensor, normals: torch.Tensor):
+    def predict_back(self, h: torch.Tensor, g: torch.Tensor, points: torch.Tensor, normals: torch.Tensor):
         """The back surface behind each canonical view point (B, n, 3): where its camera ray last
         leaves the object (`ray_exits`), the outward unit normal there, and the expected error of
-        the point (B, n) (a Laplace scale: its mean distance from the true exit), from the point's own
-        features and the view's (`encode`)."""
-        f = self.point_mlp(torch.cat([points, normals], -1))
-        g = self.point_mlp2(torch.cat([f, pooled[:, None].expand_as(f)], -1))
+        the point (B, n) (a Laplace scale: its mean distance from the true exit), from the view's
+        feature h and the points' own g (`encode`, `point_features`)."""
         out = self.back_head(torch.cat([g, h[:, None].expand(-1, points.shape[1], -1), points, normals], -1))
         return points + out[..., :3], nn.functional.normalize(out[..., 3:6], dim=-1), out[..., 6].clamp(-7, 7).exp()
 
@@ -173,7 +178,7 @@ class ViewCompletion(nn.Module):
         b, k, _ = points.shape
         if self.back:
             return self._with_back(points, normals, generator)
-        origin, R, scale, local, local_normals = self.canonical_inputs(points, normals, generator)
+        origin, R, scale, local, local_normals, _ = self.canonical_inputs(points, normals, generator)
         pred, pred_normals = self.predict_canonical(local, local_normals)
         if self.keep is None:
             index = self._one_density([local], pred, k, generator)
@@ -199,9 +204,9 @@ class ViewCompletion(nn.Module):
         k = points.shape[1]
         origin, R, scale, local, local_normals = self.canonical_frame(points, normals)
         idx = self.input_index(points, generator)
-        pooled, h = self.encode(local.gather(1, idx), local_normals.gather(1, idx))
+        pooled, h, _ = self.encode(local.gather(1, idx), local_normals.gather(1, idx))
         pred, pred_normals = self.decode(h)
-        parts = [self.predict_back(pooled, h, p, n)  # in blocks of points: the head's activations are wide
+        parts = [self.predict_back(h, self.point_features(p, n, pooled)[1], p, n)  # in blocks: wide activations
                  for p, n in zip(local.split(512, 1), local_normals.split(512, 1))]
         back, back_normals, error = (torch.cat(x, 1) for x in zip(*parts))
         trusted = torch.ones_like(error, dtype=torch.bool) if self.back_trust is None else error < self.back_trust

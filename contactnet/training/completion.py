@@ -73,18 +73,16 @@ def completion_loss(net: ViewCompletion, points, normals, full, full_normals, ge
     back head (`net.back`) and the views' ray exits, also the Laplace negative log-likelihood of
     each predicted back point's distance to its exit under its expected error, + normal_weight ·
     (1 − cos) of its normal, over the valid exits."""
-    origin, R, scale, local, local_normals = net.canonical_frame(points, normals)
-    idx = net.input_index(points, generator)
-    local, local_normals = local.gather(1, idx), local_normals.gather(1, idx)
+    origin, R, scale, local, local_normals, idx = net.canonical_inputs(points, normals, generator)
     to_canonical = lambda p: (p - origin[:, None]) @ R.transpose(1, 2) / scale[:, None, None]  # noqa: E731
-    pooled, h = net.encode(local, local_normals)
+    _, h, g = net.encode(local, local_normals)
     pred, pred_normals = net.decode(h)
     distance, nearest = chamfer(pred, to_canonical(full))
     target_normals = (full_normals @ R.transpose(1, 2)).gather(1, nearest[..., None].expand(-1, -1, 3))
     normal = 1 - (pred_normals * target_normals).sum(-1).mean(1)
     loss = distance + normal_weight * normal
     if net.back:
-        back, back_normals, expected = net.predict_back(pooled, h, local, local_normals)
+        back, back_normals, expected = net.predict_back(h, g, local, local_normals)
         mask = valid.gather(1, idx[..., 0]).float()
         err = (back - to_canonical(exits.gather(1, idx))).norm(dim=-1)
         cos = (back_normals * (exit_normals.gather(1, idx) @ R.transpose(1, 2))).sum(-1)

@@ -87,7 +87,7 @@ def test_one_density_fills_the_unseen_side_and_keeps_the_visible_share():
     with torch.no_grad():
         p, n = net(points, normals, g)
         g = torch.Generator().manual_seed(3)
-        _, _, _, local, local_normals = net.canonical_inputs(points, normals, g)
+        _, _, _, local, local_normals, _ = net.canonical_inputs(points, normals, g)
         pred, _ = net.predict_canonical(local, local_normals)
     assert p.shape == n.shape == points.shape
     seen = torch.cdist(pred, local).amin(2) < net.near  # (B, 64)
@@ -134,8 +134,9 @@ def test_the_back_head_adds_the_surface_behind_the_seen_points_at_one_density():
         # The same draws by hand: the encoder's inputs first.
         idx = random_subsets(3, 200, 50, torch.Generator().manual_seed(3))[..., None].expand(-1, -1, 3)
         origin, R, scale, local, local_normals = net.canonical_frame(points, normals)
-        pooled, h = net.encode(local.gather(1, idx), local_normals.gather(1, idx))
-        back, _, expected = net.predict_back(pooled, h, local, local_normals)
+        pooled, h, _ = net.encode(local.gather(1, idx), local_normals.gather(1, idx))
+        back, _, expected = net.predict_back(h, net.point_features(local, local_normals, pooled)[1], local,
+                                             local_normals)
         pred = net.decode(h)[0]
     assert (expected > 0).all()
     assert p.shape == n.shape == points.shape
@@ -165,8 +166,9 @@ def test_only_back_points_within_the_trusted_error_are_used():
     with torch.no_grad():
         origin, R, scale, local, local_normals = net.canonical_frame(points, normals)
         idx = random_subsets(3, 200, 50, torch.Generator().manual_seed(3))[..., None].expand(-1, -1, 3)
-        pooled, h = net.encode(local.gather(1, idx), local_normals.gather(1, idx))
-        back, _, expected = net.predict_back(pooled, h, local, local_normals)
+        pooled, h, _ = net.encode(local.gather(1, idx), local_normals.gather(1, idx))
+        back, _, expected = net.predict_back(h, net.point_features(local, local_normals, pooled)[1], local,
+                                             local_normals)
         mapped = (back * scale[:, None, None]) @ R + origin[:, None]
         clouds = {}
         for trust in (None, 1e9, float(expected.median()), 1e-9):
