@@ -19,7 +19,7 @@ import torch
 from benchmarks.common import add_device_option, cuda_only, print_table, write_json
 from contactnet.data.pairs import PairSpec, label_pairs, manipulate, start_poses
 from contactnet.ops import mesh_collide
-from contactnet.data.procedural import FAMILIES, make_object
+from contactnet.data.procedural import DEFAULT_FAMILIES, make_object
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.geometry.poses import pose_to_matrix
 from tests.data.independent_labeller import FclLabeller
@@ -27,7 +27,7 @@ from tests.data.independent_labeller import FclLabeller
 
 def objects_in_range(lo=1000, hi=5000, per_family=1):
     out = []
-    for family in FAMILIES:
+    for family in DEFAULT_FAMILIES:
         for seed in range(40):
             v, f = make_object(family, seed)
             if lo <= len(f) <= hi:

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from benchmarks.common import best_time, print_table, write_json
 from contactnet.data.pairs import PairSpec, sample_pairs
-from contactnet.data.procedural import FAMILIES, make_object
+from contactnet.data.procedural import DEFAULT_FAMILIES, make_object
 from contactnet.geometry.sampling import sample_surface_even
 from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.models import LOCC, GlobalOCN, ShapeEmbedding, ShapeEncoder, load_model
@@ -46,7 +46,7 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sizes = [1_000, 10_000, 100_000] + ([] if args.quick else [1_000_000])
 
-    objects = [make_object(f, 0) for f in FAMILIES]
+    objects = [make_object(f, 0) for f in DEFAULT_FAMILIES]
     lib = MeshLibrary([Mesh(v, f) for v, f in objects], dtype=torch.float32).to(device)
     clouds = [sample_surface_even(v, f, 1500, seed=0) for v, f in objects]
     points = torch.stack([torch.as_tensor(c[0], dtype=torch.float32) for c in clouds]).to(device)

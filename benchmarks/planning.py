@@ -55,7 +55,7 @@ import torch
 
 from benchmarks.common import add_device_option, best_time, cuda_only, print_table, write_json
 from contactnet.data.pairs import PairSpec, sample_pairs
-from contactnet.data.procedural import FAMILIES, make_object
+from contactnet.data.procedural import DEFAULT_FAMILIES, make_object
 from contactnet.geometry import MeshLibrary
 from contactnet.geometry.poses import pose_to_matrix
 from contactnet.models import LOCC, GlobalOCN, ShapeEncoder
@@ -109,7 +109,7 @@ def sphere_world(device) -> CollisionWorld:
     """4 environments, each 3 cuboids, a capsule, a cylinder and 3 procedural meshes."""
     world = CollisionWorld(num_envs=WORLD_ENVS, max_obstacles=WORLD_SLOTS, device=device, num_points=64)
     g = torch.Generator().manual_seed(1)
-    for i, family in enumerate(list(FAMILIES)[:3]):
+    for i, family in enumerate(DEFAULT_FAMILIES[:3]):
         world.add_mesh(family, make_object(family, i))
     for env in range(WORLD_ENVS):
         def pose():
@@ -118,7 +118,7 @@ def sphere_world(device) -> CollisionWorld:
             world.add_cuboid(f"box{env}_{k}", (0.1 + 0.2 * torch.rand(3, generator=g)).tolist(), pose(), env)
         world.add_capsule(f"capsule{env}", 0.05, (0, 0, -0.1), (0, 0, 0.1), pose(), env)
         world.add_cylinder(f"cylinder{env}", 0.06, 0.2, pose(), env)
-        for k, family in enumerate(list(FAMILIES)[:3]):
+        for k, family in enumerate(DEFAULT_FAMILIES[:3]):
             world.add_obstacle(f"mesh{env}_{k}", family, pose(), env)
     return world
 
@@ -413,7 +413,7 @@ def main() -> None:
         return
 
     world = CollisionWorld(num_envs=WORLD_ENVS, max_obstacles=WORLD_SLOTS, device=device, num_points=1500)
-    for i, family in enumerate(FAMILIES):
+    for i, family in enumerate(DEFAULT_FAMILIES):
         world.add_mesh(family, make_object(family, i))
     checkers = {}
     if args.ckpt:
@@ -430,9 +430,9 @@ def main() -> None:
 
     g = torch.Generator().manual_seed(0)
     base = 4096
-    ids_a = torch.randint(len(FAMILIES), (base,), generator=g)
-    ids_b = torch.randint(len(FAMILIES), (base,), generator=g)
-    lib64 = MeshLibrary([world.library[i] for i in range(len(FAMILIES))], dtype=torch.float64)
+    ids_a = torch.randint(len(DEFAULT_FAMILIES), (base,), generator=g)
+    ids_b = torch.randint(len(DEFAULT_FAMILIES), (base,), generator=g)
+    lib64 = MeshLibrary([world.library[i] for i in range(len(DEFAULT_FAMILIES))], dtype=torch.float64)
     pa, pb, _, _ = sample_pairs(lib64, ids_a, ids_b, PairSpec(placement="uniform"), g)
     reps = (max(sizes) + base - 1) // base
     ids_a, ids_b = ids_a.repeat(reps).to(device), ids_b.repeat(reps).to(device)

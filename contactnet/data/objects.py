@@ -29,7 +29,7 @@ import numpy as np
 
 from contactnet.data.mesh_folder import load_mesh_folder
 from contactnet.data.partial_views import PartialViews, load_partial_views
-from contactnet.data.procedural import FAMILIES, make_object
+from contactnet.data.procedural import DEFAULT_FAMILIES, FAMILIES, make_object
 from contactnet.data.seeds import derive_seed
 from contactnet.data.storage import folder_lock, save_npz_atomic, write_json_atomic
 from contactnet.geometry.convex_hulls import ConvexHulls, build_convex_hulls
@@ -39,7 +39,7 @@ from contactnet.geometry.sampling import sample_surface_even
 @dataclass
 class ObjectSetSpec:
     source: str = "procedural"  # "procedural" or a folder of meshes
-    families: list[str] | None = None  # procedural only; None = every family
+    families: list[str] | None = None  # procedural only; None = DEFAULT_FAMILIES
     objects_per_family: int = 8  # procedural only
     seed: int = 0
     num_points: int = 1500  # K surface samples per object
@@ -97,7 +97,7 @@ class ObjectSet:
 
 
 def _procedural_sources(spec: ObjectSetSpec):
-    families = spec.families or list(FAMILIES)
+    families = spec.families or list(DEFAULT_FAMILIES)
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown:
         raise ValueError(f"families: unknown {unknown}; expected names from {sorted(FAMILIES)}")

@@ -1,9 +1,12 @@
 """Procedural non-convex object families: the built-in default object set, made locally from a seed.
 
-Every family builds a watertight solid with real concavities (cavities, holes, re-entrant corners)
-from manifold3d primitives and booleans, then `make_object` refines it to a few hundred to a few
-thousand triangles, scales it so its largest AABB side is 5–25 cm, and centres it on its AABB
-centre (the object frame of docs/design.md). Families are the unit of the known/unknown split.
+Every family builds a watertight solid from manifold3d primitives and booleans, then `make_object`
+refines it to a few hundred to a few thousand triangles, scales it so its largest AABB side is
+5–25 cm, and centres it on its AABB centre (the object frame of docs/design.md). Families are the
+unit of the known/unknown split. The default set (`DEFAULT_FAMILIES`, what every data config
+builds) has real concavities in every family (cavities, holes, re-entrant corners); four more
+(vessels, superquadrics, drilled blocks, twisted extrusions) widen the variety for nets that must
+generalise past it, e.g. the single-view completion's back surface.
 
     make_object("mug", seed=3) -> (vertices (V, 3) float64, faces (F, 3) int64), metres
 """
@@ -185,11 +188,93 @@ def egad_like(rng):
     return shape - dent
 
 
+# ---- wider variety, outside the default set (DEFAULT_FAMILIES): training shapes for nets that must
+# ---- generalise past it, e.g. the single-view completion's back surface ---------------------------
+
+
+def vessel(rng):
+    """Bottle, jar, vase or can: a solid of revolution of a smooth random radius profile, some
+    necked, half of them hollow with an open top."""
+    h = rng.uniform(0.8, 2.2)
+    z = np.linspace(0.0, h, 25)
+    knots = int(rng.integers(3, 7))
+    r = np.interp(z, np.linspace(0.0, h, knots), rng.uniform(0.25, 0.6, knots))
+    if rng.random() < 0.4:  # a bottle's neck over the top fifth
+        r = np.where(z > 0.8 * h, np.minimum(r, rng.uniform(0.12, 0.2)), r)
+    for _ in range(3):  # smooth the corners of the piecewise-linear profile
+        r[1:-1] = 0.25 * r[:-2] + 0.5 * r[1:-1] + 0.25 * r[2:]
+    outer = list(zip(r, z))
+    if rng.random() < 0.5:
+        return _revolve([(0.0, 0.0), *outer, (0.0, h)], int(rng.integers(32, 56)))
+    t = rng.uniform(0.03, 0.07)
+    inner = [(ri - t, zi) for ri, zi in zip(r[::-1], z[::-1]) if zi > t]
+    return _revolve([(0.0, 0.0), *outer, *inner, (inner[-1][0], t), (0.0, t)], int(rng.integers(32, 56)))
+
+
+def superquadric(rng):
+    """A superellipsoid (boxy to pinched, exponents 0.2-2.5), tapered along its axis."""
+    m = _manifold()
+    a = rng.uniform(0.3, 1.0, 3)
+    e1, e2 = rng.uniform(0.2, 2.5, 2)
+    taper = rng.uniform(-0.5, 0.5, 2)
+
+    def warp(points):
+        p = np.asarray(points, dtype=np.float64)
+        f = (np.abs(p[:, 0] / a[0]) ** (2 / e2) + np.abs(p[:, 1] / a[1]) ** (2 / e2)) ** (e2 / e1) \
+            + np.abs(p[:, 2] / a[2]) ** (2 / e1)
+        q = p * f[:, None] ** (-e1 / 2)  # the surface point on each ray from the centre
+        q[:, :2] *= 1.0 + taper * (q[:, 2:] / a[2])
+        return q
+
+    return m.Manifold.sphere(1.0, 64).warp_batch(warp)
+
+
+def drilled_block(rng):
+    """A box or a cylinder with round holes drilled through it and blind pockets cut into it, as
+    machined parts, holders and cases."""
+    size = rng.uniform(0.4, 1.0, 3)
+    if rng.random() < 0.5:
+        shape = _cube(size)
+    else:
+        size[1] = size[0]
+        shape = _cylinder(size[2], size[0] / 2, int(rng.integers(24, 48)))
+    for _ in range(int(rng.integers(1, 5))):
+        axis = int(rng.integers(3))
+        others = [i for i in range(3) if i != axis]
+        centre = np.zeros(3)
+        centre[others] = rng.uniform(-0.25, 0.25, 2) * size[others]
+        if rng.random() < 0.5:  # a hole through, at most a third of the narrower side across
+            cut = _cylinder(2.0, rng.uniform(0.05, 0.17) * size[others].min(), 24)
+            cut = cut.rotate([[0, 90, 0], [90, 0, 0], [0, 0, 0]][axis])
+        else:  # a pocket into one face, at most 60% deep
+            extent = np.full(3, 0.0)
+            extent[others] = rng.uniform(0.15, 0.45, 2) * size[others]
+            depth = rng.uniform(0.2, 0.6) * size[axis]
+            extent[axis] = 2 * depth
+            centre[axis] = rng.choice([-1.0, 1.0]) * size[axis] / 2
+            cut = _cube(extent)
+        shape = shape - cut.translate(list(centre))
+    return shape
+
+
+def extruded_outline(rng):
+    """A random star-shaped outline (5-12 corners) extruded with a random twist and a scaled top."""
+    n = int(rng.integers(5, 13))
+    angles = np.sort(rng.uniform(0, 2 * np.pi, n))
+    radii = rng.uniform(0.4, 1.0, n)
+    outline = np.stack([radii * np.cos(angles), radii * np.sin(angles)], 1)
+    return _polygon(outline).extrude(rng.uniform(0.2, 1.0), 8, rng.uniform(0.0, 90.0), list(rng.uniform(0.5, 1.2, 2)))
+
+
 FAMILIES: dict[str, Callable] = {
     f.__name__: f
     for f in (bowl, cup, mug, tray, open_box, ring, l_bracket, t_bracket, u_bracket, hook,
-              star_prism, gear_prism, comb, random_union, egad_like)
+              star_prism, gear_prism, comb, random_union, egad_like, vessel, superquadric, drilled_block,
+              extruded_outline)
 }
+# What an object set without a family list holds (every data config's).
+DEFAULT_FAMILIES = ("bowl", "cup", "mug", "tray", "open_box", "ring", "l_bracket", "t_bracket", "u_bracket", "hook",
+                    "star_prism", "gear_prism", "comb", "random_union", "egad_like")
 
 
 def make_object(family: str, seed: int, size_range=SIZE_RANGE_M) -> tuple[np.ndarray, np.ndarray]:

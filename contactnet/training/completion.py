@@ -5,8 +5,9 @@
 
 Training reads the cached views (`contactnet.data.partial_views`, built when missing) of the known
 objects of `--data` (its train split's; never the unknown ones) and their inner copies, plus every
-object of the `--extra-objects` sets (e.g. more objects of the known families: `python -m
-contactnet.data.objects --families ...`). Each step draws a batch of views and fits the predicted
+object of the `--extra-objects` sets (e.g. more objects of the known families, or of the wider ones
+that no data config holds: `python -m contactnet.data.objects --families vessel superquadric
+drilled_block extruded_outline ...`). Each step draws a batch of views and fits the predicted
 surface to the object's full cloud (`chamfer`) and its normals to those of the nearest full-cloud
 points, in the view's canonical frame. About 0.2 s a step on 2 CPU threads.
 

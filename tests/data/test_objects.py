@@ -8,6 +8,7 @@ import pytest
 import trimesh
 
 from contactnet.data.objects import ObjectSetSpec, build_object_set, load_object_set, main
+from contactnet.data.procedural import DEFAULT_FAMILIES
 from contactnet.data.storage import folder_lock
 
 
@@ -35,6 +36,13 @@ def test_build_load_and_resume(tmp_path):
     assert build_object_set(spec, tmp_path, progress=False) == manifest
     assert lost.read_bytes() == before
     assert (tmp_path / "objects" / "mug_000.npz").stat().st_mtime_ns == untouched
+
+
+def test_a_set_without_families_holds_the_default_ones_only(tmp_path):
+    # Every data config leaves `families` out: the wider families must not change its objects.
+    spec = ObjectSetSpec(objects_per_family=1, num_points=16, inner_scale=None)
+    build_object_set(spec, tmp_path, progress=False)
+    assert load_object_set(tmp_path).families == list(DEFAULT_FAMILIES)
 
 
 def test_mesh_folder_source_via_cli(tmp_path):
