@@ -1,4 +1,4 @@
-"""Procedural non-convex object families: the built-in default object set, made locally from a seed.
+"""Procedural object families: the built-in default object set, made locally from a seed.
 
 Every family builds a watertight solid from manifold3d primitives and booleans, then `make_object`
 refines it to a few hundred to a few thousand triangles, scales it so its largest AABB side is
