@@ -76,6 +76,15 @@ def _open3d():
     return open3d
 
 
+def _raycasting_scene(vertices, faces):
+    """An open3d ray-casting scene of one mesh (its float32 vertices, uint32 faces)."""
+    o3d = _open3d()
+    scene = o3d.t.geometry.RaycastingScene()
+    scene.add_triangles(o3d.core.Tensor(np.asarray(vertices, dtype=np.float32)),
+                        o3d.core.Tensor(np.asarray(faces, dtype=np.uint32)))
+    return scene
+
+
 def _bounding_sphere(vertices: np.ndarray) -> tuple[np.ndarray, float]:
     lo, hi = vertices.min(0), vertices.max(0)
     return (lo + hi) / 2, float(np.linalg.norm(hi - lo)) / 2
@@ -141,9 +150,7 @@ def render_depth(vertices: np.ndarray, faces: np.ndarray, intrinsics, camera_pos
     o3d = _open3d()
 
     k, pose = _check_intrinsics(intrinsics), _camera_matrix(camera_pose)
-    scene = o3d.t.geometry.RaycastingScene()
-    scene.add_triangles(o3d.core.Tensor(np.asarray(vertices, dtype=np.float32)),
-                        o3d.core.Tensor(np.asarray(faces, dtype=np.uint32)))
+    scene = _raycasting_scene(vertices, faces)
     directions = _pixel_rays(k, width, height) @ pose[:3, :3].T
     rays = np.concatenate([np.broadcast_to(pose[:3, 3], directions.shape), directions], -1)
     t_hit = scene.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))["t_hit"].numpy()
@@ -276,9 +283,7 @@ def ray_exits(vertices: np.ndarray, faces: np.ndarray, eyes: np.ndarray, points:
         raise ValueError(f"eyes, points: expected (V, 3) and (V, K, 3), got {eyes.shape} and {points.shape}")
     o3d = _open3d()
 
-    scene = o3d.t.geometry.RaycastingScene()
-    scene.add_triangles(o3d.core.Tensor(np.asarray(vertices, dtype=np.float32)),
-                        o3d.core.Tensor(np.asarray(faces, dtype=np.uint32)))
+    scene = _raycasting_scene(vertices, faces)
     eyes = eyes[:, None].repeat(points.shape[1], 1)
     d = points - eyes
     d /= np.linalg.norm(d, axis=-1, keepdims=True).clip(1e-12)

@@ -57,6 +57,16 @@ def canonical_frames(points: torch.Tensor, normals: torch.Tensor):
     return origin, R, scale
 
 
+def to_canonical(points: torch.Tensor, origin: torch.Tensor, R: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Points (B, n, 3) in the views' frame → their canonical frames (`canonical_frames`)."""
+    return (points - origin[:, None]) @ R.transpose(1, 2) / scale[:, None, None]
+
+
+def from_canonical(points: torch.Tensor, origin: torch.Tensor, R: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The inverse of `to_canonical`."""
+    return points * scale[:, None, None] @ R + origin[:, None]
+
+
 def random_subsets(count: int, n: int, k: int, generator=None, device=None) -> torch.Tensor:
     """(count, k) int64: k distinct indices of [0, n) per row, drawn uniformly."""
     return torch.rand(count, n, generator=generator, device=device).argsort(1)[:, :k]
@@ -126,8 +136,7 @@ class ViewCompletion(nn.Module):
     def canonical_frame(self, points: torch.Tensor, normals: torch.Tensor):
         """The view's canonical frame (origin, R, scale) and all its points and normals in it."""
         origin, R, scale = canonical_frames(points, normals)
-        local = (points - origin[:, None]) @ R.transpose(1, 2) / scale[:, None, None]
-        return origin, R, scale, local, normals @ R.transpose(1, 2)
+        return origin, R, scale, to_canonical(points, origin, R, scale), normals @ R.transpose(1, 2)
 
     def input_index(self, points: torch.Tensor, generator=None) -> torch.Tensor:
         """(B, inputs, 3) gather index of the view points the encoder reads, drawn at random."""
@@ -182,7 +191,7 @@ class ViewCompletion(nn.Module):
         pred, pred_normals = self.predict_canonical(local, local_normals)
         if self.keep is None:
             index = self._one_density([local], pred, k, generator)
-        pred = (pred * scale[:, None, None]) @ R + origin[:, None]
+        pred = from_canonical(pred, origin, R, scale)
         pred_normals = pred_normals @ R
         if self.keep is None:
             index = index[..., None].expand(-1, -1, 3)
@@ -213,7 +222,7 @@ class ViewCompletion(nn.Module):
         index = self._one_density([local.gather(1, idx), back.gather(1, idx)], pred, k, generator,
                                   [None, trusted.gather(1, idx[..., 0])], [None, trusted])[..., None]
         index = index.expand(-1, -1, 3)
-        mapped = torch.cat([back, pred], 1) * scale[:, None, None] @ R + origin[:, None]
+        mapped = from_canonical(torch.cat([back, pred], 1), origin, R, scale)
         return (torch.cat([points, mapped], 1).gather(1, index),
                 torch.cat([normals, torch.cat([back_normals, pred_normals], 1) @ R], 1).gather(1, index))
 

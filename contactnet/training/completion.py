@@ -36,7 +36,14 @@ from contactnet.data.objects import load_object_set
 from contactnet.data.storage import atomic_write
 from contactnet.geometry.depth_views import ray_exits
 from contactnet.models.checkpoint import read_checkpoint
-from contactnet.models.completion import FORMAT, ViewCompletion, chamfer, load_view_completion, random_subsets
+from contactnet.models.completion import (
+    FORMAT,
+    ViewCompletion,
+    chamfer,
+    load_view_completion,
+    random_subsets,
+    to_canonical,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,17 +82,16 @@ def completion_loss(net: ViewCompletion, points, normals, full, full_normals, ge
     each predicted back point's distance to its exit under its expected error, + normal_weight ·
     (1 − cos) of its normal, over the valid exits."""
     origin, R, scale, local, local_normals, idx = net.canonical_inputs(points, normals, generator)
-    to_canonical = lambda p: (p - origin[:, None]) @ R.transpose(1, 2) / scale[:, None, None]  # noqa: E731
     _, h, g = net.encode(local, local_normals)
     pred, pred_normals = net.decode(h)
-    distance, nearest = chamfer(pred, to_canonical(full))
+    distance, nearest = chamfer(pred, to_canonical(full, origin, R, scale))
     target_normals = (full_normals @ R.transpose(1, 2)).gather(1, nearest[..., None].expand(-1, -1, 3))
     normal = 1 - (pred_normals * target_normals).sum(-1).mean(1)
     loss = distance + normal_weight * normal
     if net.back:
         back, back_normals, expected = net.predict_back(h, g, local, local_normals)
         mask = valid.gather(1, idx[..., 0]).float()
-        err = (back - to_canonical(exits.gather(1, idx))).norm(dim=-1)
+        err = (back - to_canonical(exits.gather(1, idx), origin, R, scale)).norm(dim=-1)
         cos = (back_normals * (exit_normals.gather(1, idx) @ R.transpose(1, 2))).sum(-1)
         # The distance's Laplace likelihood: the expected error learns how far each point may be off.
         nll = err / expected + expected.log()

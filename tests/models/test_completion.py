@@ -8,6 +8,7 @@ from contactnet.models.completion import (
     ViewCompletion,
     canonical_frames,
     chamfer,
+    from_canonical,
     load_view_completion,
     random_subsets,
 )
@@ -124,6 +125,18 @@ def _net_with_a_back(points, normals):
     return net
 
 
+@torch.no_grad()
+def _back_by_hand(net, points, normals):
+    """What the back-head net's forward draws with generator seed 3, step by step: the encoder's
+    input index, the canonical view, the back points and their expected errors, the back points in
+    the view's frame, and the decoder's points."""
+    idx = random_subsets(3, 200, 50, torch.Generator().manual_seed(3))[..., None].expand(-1, -1, 3)
+    origin, R, scale, local, local_normals = net.canonical_frame(points, normals)
+    pooled, h, _ = net.encode(local.gather(1, idx), local_normals.gather(1, idx))
+    back, _, expected = net.predict_back(h, net.point_features(local, local_normals, pooled)[1], local, local_normals)
+    return idx, local, back, expected, from_canonical(back, origin, R, scale), net.decode(h)[0]
+
+
 def test_the_back_head_adds_the_surface_behind_the_seen_points_at_one_density():
     """back=True: the cloud holds the visible points, the back points predicted behind them and the
     decoder's points off both, each in the share of the decoder's points nearest to it."""
@@ -131,18 +144,11 @@ def test_the_back_head_adds_the_surface_behind_the_seen_points_at_one_density():
     net = _net_with_a_back(points, normals)
     with torch.no_grad():
         p, n = net(points, normals, torch.Generator().manual_seed(3))
-        # The same draws by hand: the encoder's inputs first.
-        idx = random_subsets(3, 200, 50, torch.Generator().manual_seed(3))[..., None].expand(-1, -1, 3)
-        origin, R, scale, local, local_normals = net.canonical_frame(points, normals)
-        pooled, h, _ = net.encode(local.gather(1, idx), local_normals.gather(1, idx))
-        back, _, expected = net.predict_back(h, net.point_features(local, local_normals, pooled)[1], local,
-                                             local_normals)
-        pred = net.decode(h)[0]
+    idx, local, back, expected, mapped, pred = _back_by_hand(net, points, normals)
     assert (expected > 0).all()
     assert p.shape == n.shape == points.shape
     torch.testing.assert_close(n.norm(dim=-1), torch.ones(3, 200, dtype=torch.float64))
     visible = (p[:, :, None] == points[:, None]).all(-1).any(-1)
-    mapped = (back * scale[:, None, None]) @ R + origin[:, None]
     behind = (p[:, :, None] - mapped[:, None]).norm(dim=-1).amin(-1) < 1e-12
     assert bool(visible[:, 0].all()) and not bool((visible & behind).any())
     assert (behind.sum(1) > 50).all() and (~visible & ~behind).sum(1).gt(50).all()  # every source has a share
@@ -163,13 +169,8 @@ def test_only_back_points_within_the_trusted_error_are_used():
     decoder fills its place; a bound above every error gives the same cloud as none."""
     points, normals = _view(k=200)
     net = _net_with_a_back(points, normals)
+    _, _, _, expected, mapped, _ = _back_by_hand(net, points, normals)
     with torch.no_grad():
-        origin, R, scale, local, local_normals = net.canonical_frame(points, normals)
-        idx = random_subsets(3, 200, 50, torch.Generator().manual_seed(3))[..., None].expand(-1, -1, 3)
-        pooled, h, _ = net.encode(local.gather(1, idx), local_normals.gather(1, idx))
-        back, _, expected = net.predict_back(h, net.point_features(local, local_normals, pooled)[1], local,
-                                             local_normals)
-        mapped = (back * scale[:, None, None]) @ R + origin[:, None]
         clouds = {}
         for trust in (None, 1e9, float(expected.median()), 1e-9):
             net.back_trust = trust
