@@ -17,7 +17,9 @@ the object (the surface a camera on the far side would see, in the manner of Fro
 depth maps) from the point's own features and the view's. It is trained on the exact exits that
 `ray_exits` casts through the meshes. Those points are tied to the view's silhouette, which the
 global decoder's are not; the decoder then fills only what lies off both the seen and the back
-surface (a cup's inside seen from its side, a handle's far half).
+surface (a cup's inside seen from its side, a handle's far half). With `image` the back head also
+reads each point's neighbourhood on the view's depth image (`ViewImage`, a small U-Net over the
+view rasterised in its canonical frame), as Front2Back predicts back depth maps in image space.
 
     completion = ViewCompletion()                       # trained by contactnet.training.completion
     points, normals = completion(view_points, view_normals)   # (B, K, 3) each, same frame
@@ -33,7 +35,7 @@ from torch import nn
 
 from contactnet.models.checkpoint import read_checkpoint
 
-__all__ = ["FORMAT", "ViewCompletion", "canonical_frames", "chamfer", "complete_views", "load_view_completion",
+__all__ = ["FORMAT", "ViewCompletion", "ViewImage", "canonical_frames", "chamfer", "complete_views", "load_view_completion",
            "random_subsets"]
 
 FORMAT = "contactnet.view_completion/1"
@@ -85,6 +87,56 @@ def chamfer(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     return (a - near_b).norm(dim=-1).mean(1) + (b - near_a).norm(dim=-1).mean(1), a_near
 
 
+class ViewImage(nn.Module):
+    """A small U-Net over the view rasterised in its canonical frame, looking along +z (the
+    viewing direction): each point's neighbourhood on the image, which a PointNet's per-point
+    features do not see (the silhouette's width there, the depth's slope, a rim or a hole nearby),
+    in the manner of Front2Back's image-space back depth maps.
+
+    canonical points, normals (B, n, 3) → (B, channels, size, size) features; `sample` reads them
+    at points. The image covers ±extent (units of the view's RMS radius) in x and y; a cell holds
+    the mean depth and normal of the points in it and whether it holds any."""
+
+    def __init__(self, size: int = 32, extent: float = 2.0, channels: int = 32):
+        super().__init__()
+        if size < 8 or size % 8:
+            raise ValueError(f"size: expected a multiple of 8 pixels, at least 8, got {size}")
+        self.size, self.extent, self.channels = size, extent, channels
+
+        def block(c_in, c_out):
+            return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU(),
+                                 nn.Conv2d(c_out, c_out, 3, padding=1), nn.ReLU())
+
+        c = channels
+        self.down = nn.ModuleList([block(5, c), block(c, 2 * c), block(2 * c, 4 * c), block(4 * c, 4 * c)])
+        self.up = nn.ModuleList([block(8 * c, 2 * c), block(4 * c, c), block(2 * c, c)])
+
+    def raster(self, points: torch.Tensor, normals: torch.Tensor) -> torch.Tensor:
+        """(B, 5, size, size): the mean depth, mean normal and occupancy of each cell."""
+        b, n, _ = points.shape
+        cell = ((points[..., :2] / self.extent + 1) * (self.size / 2)).floor().long().clamp(0, self.size - 1)
+        flat = (cell[..., 1] * self.size + cell[..., 0])[..., None]
+        values = torch.cat([points[..., 2:], normals, torch.ones_like(points[..., :1])], -1)
+        sums = values.new_zeros(b, self.size * self.size, 5).scatter_add_(1, flat.expand(-1, -1, 5), values)
+        count = sums[..., 4:]
+        image = torch.cat([sums[..., :4] / count.clamp_min(1), (count > 0).to(values.dtype)], -1)
+        return image.transpose(1, 2).reshape(b, 5, self.size, self.size)
+
+    def forward(self, points: torch.Tensor, normals: torch.Tensor) -> torch.Tensor:
+        x, skips = self.raster(points, normals), []
+        for i, block in enumerate(self.down):
+            x = block(x if i == 0 else nn.functional.max_pool2d(x, 2))
+            skips.append(x)
+        for block, skip in zip(self.up, reversed(skips[:-1])):
+            x = block(torch.cat([nn.functional.interpolate(x, scale_factor=2.0), skip], 1))
+        return x
+
+    def sample(self, features: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+        """The features (B, C, size, size) at canonical points (B, n, 3) → (B, n, C), bilinear."""
+        grid = (points[..., None, :2] / self.extent).clamp(-1, 1)
+        return nn.functional.grid_sample(features, grid, align_corners=False)[..., 0].transpose(1, 2)
+
+
 class ViewCompletion(nn.Module):
     """points, normals (B, K, 3) of single views (normals facing the camera) → completed points and
     outward normals (B, K, 3) in the same frame, visible points and predicted ones:
@@ -104,11 +156,15 @@ class ViewCompletion(nn.Module):
     With the true back surface the same net scores 0.957 / 0.966 (docs/results.md), with the
     learned one 0.940 / 0.918.
 
+    image: the back head also reads each point's neighbourhood on the view's image (`ViewImage`,
+    this many pixels a side; None: it does not).
+
     inputs: visible points the encoder reads (drawn at random); width: the encoder's feature size.
     """
 
     def __init__(self, predicted: int = 1024, inputs: int = 256, width: int = 256, keep: float | None = None,
-                 near: float = 0.2, back: bool = False, back_trust: float | None = 0.1):
+                 near: float = 0.2, back: bool = False, back_trust: float | None = 0.1,
+                 image: int | None = None):
         super().__init__()
         if keep is not None and not 0 <= keep <= 1:
             raise ValueError(f"keep: expected a fraction in [0, 1] or None, got {keep}")
@@ -119,7 +175,9 @@ class ViewCompletion(nn.Module):
         self.predicted, self.inputs, self.width, self.keep, self.near = predicted, inputs, width, keep, near
         if back_trust is not None and not back_trust > 0:
             raise ValueError(f"back_trust: expected a positive error or None, got {back_trust}")
-        self.back, self.back_trust = back, back_trust
+        if image is not None and not back:
+            raise ValueError("image, back: the view's image feeds the back head (back=True)")
+        self.back, self.back_trust, self.image = back, back_trust, image
         self.point_mlp = nn.Sequential(nn.Linear(6, 64), nn.ReLU(), nn.Linear(64, 128))
         self.point_mlp2 = nn.Sequential(nn.Linear(256, width), nn.ReLU(), nn.Linear(width, width))
         self.decoder = nn.Sequential(nn.Linear(width, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
@@ -127,11 +185,17 @@ class ViewCompletion(nn.Module):
         if back:
             self.back_head = nn.Sequential(nn.Linear(2 * width + 6, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
                                            nn.Linear(128, 7))
+        if image is not None:
+            self.view_image = ViewImage(image)
+            # Added to the back head's first layer; zero at first, so a head trained without the
+            # image starts where it was.
+            self.image_to_back = nn.Linear(self.view_image.channels, 256, bias=False)
+            nn.init.zeros_(self.image_to_back.weight)
 
     @property
     def config(self) -> dict:
         return {"predicted": self.predicted, "inputs": self.inputs, "width": self.width, "keep": self.keep,
-                "near": self.near, "back": self.back, "back_trust": self.back_trust}
+                "near": self.near, "back": self.back, "back_trust": self.back_trust, "image": self.image}
 
     def canonical_frame(self, points: torch.Tensor, normals: torch.Tensor):
         """The view's canonical frame (origin, R, scale) and all its points and normals in it."""
@@ -172,12 +236,21 @@ class ViewCompletion(nn.Module):
         (B, predicted, 3), canonical frame."""
         return self.decode(self.encode(local, local_normals)[1])
 
-    def predict_back(self, h: torch.Tensor, g: torch.Tensor, points: torch.Tensor, normals: torch.Tensor):
+    def view_features(self, local: torch.Tensor, local_normals: torch.Tensor) -> torch.Tensor | None:
+        """The view's image features (`ViewImage`) from all its canonical points, None without `image`."""
+        return None if self.image is None else self.view_image(local, local_normals)
+
+    def predict_back(self, h: torch.Tensor, g: torch.Tensor, points: torch.Tensor, normals: torch.Tensor,
+                     image: torch.Tensor | None = None):
         """The back surface behind each canonical view point (B, n, 3): where its camera ray last
         leaves the object (`ray_exits`), the outward unit normal there, and the expected error of
         the point (B, n) (a Laplace scale: its mean distance from the true exit), from the view's
-        feature h and the points' own g (`encode`, `point_features`)."""
-        out = self.back_head(torch.cat([g, h[:, None].expand(-1, points.shape[1], -1), points, normals], -1))
+        feature h, the points' own g (`encode`, `point_features`) and, with `image`, the view's
+        image features (`view_features`)."""
+        first = self.back_head[0](torch.cat([g, h[:, None].expand(-1, points.shape[1], -1), points, normals], -1))
+        if image is not None:
+            first = first + self.image_to_back(self.view_image.sample(image, points))
+        out = self.back_head[1:](first)
         return points + out[..., :3], nn.functional.normalize(out[..., 3:6], dim=-1), out[..., 6].clamp(-7, 7).exp()
 
     def forward(self, points: torch.Tensor, normals: torch.Tensor, generator: torch.Generator | None = None):
@@ -215,7 +288,8 @@ class ViewCompletion(nn.Module):
         idx = self.input_index(points, generator)
         pooled, h, _ = self.encode(local.gather(1, idx), local_normals.gather(1, idx))
         pred, pred_normals = self.decode(h)
-        parts = [self.predict_back(h, self.point_features(p, n, pooled)[1], p, n)  # in blocks: wide activations
+        image = self.view_features(local, local_normals)
+        parts = [self.predict_back(h, self.point_features(p, n, pooled)[1], p, n, image)  # in blocks: wide activations
                  for p, n in zip(local.split(512, 1), local_normals.split(512, 1))]
         back, back_normals, error = (torch.cat(x, 1) for x in zip(*parts))
         trusted = torch.ones_like(error, dtype=torch.bool) if self.back_trust is None else error < self.back_trust

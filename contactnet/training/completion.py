@@ -14,7 +14,8 @@ points, in the view's canonical frame. About 0.2 s a step on 2 CPU threads.
 `--init <net.pt>` starts from a finished net (a longer run in stages, e.g. at a lower `--lr`).
 `--back` adds the back head (`ViewCompletion(back=True)`) and fits it to where each view point's
 camera ray last leaves the mesh (`ray_exits`, cast once per view when training starts, about a
-minute for 1,200 objects' views).
+minute for 1,200 objects' views). `--image 32` lets the back head read the view's image too
+(`ViewImage`; added to an `--init` net at zero, so it starts where that net was).
 
 Every `--save-every` steps the net, the optimiser and the step are written atomically next to the
 output (`<out>.partial`); a rerun with the same arguments resumes from there, and the finished
@@ -81,7 +82,9 @@ def completion_loss(net: ViewCompletion, points, normals, full, full_normals, ge
     back head (`net.back`) and the views' ray exits, also the Laplace negative log-likelihood of
     each predicted back point's distance to its exit under its expected error, + normal_weight ·
     (1 − cos) of its normal, over the valid exits."""
-    origin, R, scale, local, local_normals, idx = net.canonical_inputs(points, normals, generator)
+    origin, R, scale, every, every_normals = net.canonical_frame(points, normals)
+    idx = net.input_index(points, generator)
+    local, local_normals = every.gather(1, idx), every_normals.gather(1, idx)
     _, h, g = net.encode(local, local_normals)
     pred, pred_normals = net.decode(h)
     distance, nearest = chamfer(pred, to_canonical(full, origin, R, scale))
@@ -89,7 +92,8 @@ def completion_loss(net: ViewCompletion, points, normals, full, full_normals, ge
     normal = 1 - (pred_normals * target_normals).sum(-1).mean(1)
     loss = distance + normal_weight * normal
     if net.back:
-        back, back_normals, expected = net.predict_back(h, g, local, local_normals)
+        back, back_normals, expected = net.predict_back(h, g, local, local_normals,
+                                                        net.view_features(every, every_normals))
         mask = valid.gather(1, idx[..., 0]).float()
         err = (back - to_canonical(exits.gather(1, idx), origin, R, scale)).norm(dim=-1)
         cos = (back_normals * (exit_normals.gather(1, idx) @ R.transpose(1, 2))).sum(-1)
@@ -102,20 +106,24 @@ def completion_loss(net: ViewCompletion, points, normals, full, full_normals, ge
 
 def train_completion(out: str | Path, data_root=None, extra_objects=(), steps: int = 6000, batch: int = 32,
                      lr: float = 1e-3, target_points: int = 768, seed: int = 0, save_every: int = 500,
-                     progress: bool = True, init: str | Path | None = None, back: bool = False) -> ViewCompletion:
+                     progress: bool = True, init: str | Path | None = None, back: bool = False,
+                     image: int | None = None) -> ViewCompletion:
     """Train (or resume) a ViewCompletion and write it to `out`; returns the trained net. init: a
     finished net to start from (its design and weights) instead of a fresh one: a longer run in
     stages, or one fine-tuned on more objects; back: give the net a back head (`ViewCompletion`),
-    a new one on top of `init`'s weights (an `init` with one keeps it)."""
+    a new one on top of `init`'s weights (an `init` with one keeps it); image: let the back head
+    read the view's image (`ViewImage`, this many pixels a side), added to `init` in the same way."""
     out = Path(out)
     torch.manual_seed(seed)
     if init is None:
-        net = ViewCompletion(back=back)
+        net = ViewCompletion(back=back or image is not None, image=image)
     else:
         net = load_view_completion(init)
-        if back and not net.back:
+        if image is not None and net.image not in (None, image):
+            raise ValueError(f"image: {init} already reads a {net.image}-pixel image, not {image}")
+        if (back and not net.back) or (image is not None and net.image is None):
             first = net
-            net = ViewCompletion(**{**first.config, "keep": None, "back": True})
+            net = ViewCompletion(**{**first.config, "keep": None, "back": True, "image": image or first.image})
             net.load_state_dict(first.state_dict(), strict=False)
     sets = training_views(data_root, extra_objects, net.back)
     weights = torch.tensor([float(s[0].shape[0] * s[0].shape[1]) for s in sets])  # sets drawn by their views
@@ -174,10 +182,11 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--init", help="a finished completion net to continue from (e.g. at a lower --lr)")
     parser.add_argument("--back", action="store_true", help="learn the back surface behind each seen point too")
+    parser.add_argument("--image", type=int, help="the back head also reads the view's image, this many pixels a side")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     train_completion(args.out, args.data, args.extra_objects, args.steps, args.batch, args.lr, seed=args.seed,
-                     init=args.init, back=args.back)
+                     init=args.init, back=args.back, image=args.image)
     print(f"wrote {args.out}")
 
 

@@ -6,6 +6,7 @@ import torch
 
 from contactnet.models.completion import (
     ViewCompletion,
+    ViewImage,
     canonical_frames,
     chamfer,
     from_canonical,
@@ -47,10 +48,12 @@ def test_canonical_coordinates_do_not_depend_on_the_pose_or_scale_of_the_view():
     assert (scale > 0).all()
 
 
-@pytest.mark.parametrize("back", [False, True])
-def test_completion_commutes_with_rigid_motions_and_scaling(back):
+@pytest.mark.parametrize("back, image", [(False, None), (True, None), (True, 8)])
+def test_completion_commutes_with_rigid_motions_and_scaling(back, image):
     torch.manual_seed(0)
-    net = ViewCompletion(predicted=64, inputs=50, width=32, back=back).double().eval()
+    net = ViewCompletion(predicted=64, inputs=50, width=32, back=back, image=image).double().eval()
+    if image:
+        torch.nn.init.normal_(net.image_to_back.weight)  # zero when made: let the image count
     points, normals = _view()
     R, t, s = _motion(2)
     with torch.no_grad():
@@ -180,6 +183,28 @@ def test_only_back_points_within_the_trusted_error_are_used():
     used = ((clouds[median][:, :, None] - mapped[:, None]).norm(dim=-1) < 1e-12).any(1)  # (B, 200) back points
     assert used.any() and bool((expected[used] < median).all())
     assert not bool(((clouds[1e-9][:, :, None] - mapped[:, None]).norm(dim=-1) < 1e-12).any())
+
+
+def test_the_view_image_holds_each_cells_mean_depth_normal_and_occupancy():
+    image = ViewImage(size=8, extent=2.0)
+    points = torch.tensor([[[-1.9, -1.9, 0.5], [-1.6, -1.6, 1.5], [0.1, -1.9, -2.0], [5.0, 0.1, 3.0]]])
+    normals = torch.nn.functional.normalize(torch.tensor([[[0, 0, -1.0], [0, 1, -1], [1, 0, 0], [0, 0, 1]]]), dim=-1)
+    raster = image.raster(points, normals)  # cells 0.5 wide: [row y, column x]
+    assert raster.shape == (1, 5, 8, 8)
+    torch.testing.assert_close(raster[0, :, 0, 0], torch.cat([torch.tensor([1.0]), (normals[0, 0] + normals[0, 1]) / 2,
+                                                              torch.tensor([1.0])]))
+    torch.testing.assert_close(raster[0, :, 0, 4], torch.tensor([-2.0, 1, 0, 0, 1]))
+    torch.testing.assert_close(raster[0, :, 4, 7], torch.tensor([3.0, 0, 0, 1, 1]))  # outside: the border cell
+    assert raster[0, 4].sum() == 3 and raster[0, :, 3, 3].abs().sum() == 0
+    # Sampling reads a cell's value at its centre.
+    features = torch.arange(64.0).reshape(1, 1, 8, 8)
+    centre = torch.tensor([[[-1.75, -1.75, 0.0], [0.25, -1.25, 9.0]]])
+    torch.testing.assert_close(image.sample(features, centre), torch.tensor([[[0.0], [12.0]]]))
+    assert image(points, normals).shape == (1, 32, 8, 8)
+    with pytest.raises(ValueError, match="size"):
+        ViewImage(size=12)
+    with pytest.raises(ValueError, match="image, back"):
+        ViewCompletion(image=16)
 
 
 def test_chamfer_against_a_hand_computed_pair():

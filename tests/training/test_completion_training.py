@@ -90,6 +90,19 @@ def test_a_back_head_is_trained_on_the_views_ray_exits(tmp_path, tiny_data):
     trained = train_completion(tmp_path / "trained.pt", steps=2, init=tmp_path / "back.pt", **settings)
     assert any(not torch.equal(a, b) for name, a in trained.state_dict().items() if name.startswith("back_head")
                for b in [backed.state_dict()[name]])
+    # --image: the view's image is added to the back head, zero at first, so the net is unchanged.
+    imaged = train_completion(tmp_path / "image.pt", steps=0, init=tmp_path / "back.pt", image=8, **settings)
+    assert imaged.image == 8 and load_view_completion(tmp_path / "image.pt").image == 8
+    points, normals = training_views(data)[0][:2]
+    with torch.no_grad():
+        before = backed(points[:2, 0], normals[:2, 0], torch.Generator().manual_seed(1))
+        after = imaged(points[:2, 0], normals[:2, 0], torch.Generator().manual_seed(1))
+    for a, b in zip(before, after):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    learnt = train_completion(tmp_path / "learnt.pt", steps=2, init=tmp_path / "image.pt", **settings)
+    with pytest.raises(ValueError, match="image"):
+        train_completion(tmp_path / "other.pt", steps=0, init=tmp_path / "image.pt", image=16, **settings)
+    assert not torch.equal(learnt.image_to_back.weight, imaged.image_to_back.weight)
 
 
 def test_evaluation_reads_completed_views(tmp_path, tiny_data):
