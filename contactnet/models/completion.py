@@ -99,7 +99,7 @@ class ViewImage(nn.Module):
 
     def __init__(self, size: int = 32, extent: float = 2.0, channels: int = 32):
         super().__init__()
-        if size < 8 or size % 8:
+        if not isinstance(size, int) or size < 8 or size % 8:
             raise ValueError(f"size: expected a multiple of 8 pixels, at least 8, got {size}")
         self.size, self.extent, self.channels = size, extent, channels
 

@@ -201,8 +201,9 @@ def test_the_view_image_holds_each_cells_mean_depth_normal_and_occupancy():
     centre = torch.tensor([[[-1.75, -1.75, 0.0], [0.25, -1.25, 9.0]]])
     torch.testing.assert_close(image.sample(features, centre), torch.tensor([[[0.0], [12.0]]]))
     assert image(points, normals).shape == (1, 32, 8, 8)
-    with pytest.raises(ValueError, match="size"):
-        ViewImage(size=12)
+    for size in (12, 32.0):
+        with pytest.raises(ValueError, match="size"):
+            ViewImage(size=size)
     with pytest.raises(ValueError, match="image, back"):
         ViewCompletion(image=16)
 
