@@ -247,7 +247,7 @@ def drilled_block(rng):
             cut = _cylinder(2.0, rng.uniform(0.05, 0.17) * size[others].min(), 24)
             cut = cut.rotate([[0, 90, 0], [90, 0, 0], [0, 0, 0]][axis])
         else:  # a pocket into one face, at most 60% deep
-            extent = np.full(3, 0.0)
+            extent = np.zeros(3)
             extent[others] = rng.uniform(0.15, 0.45, 2) * size[others]
             depth = rng.uniform(0.2, 0.6) * size[axis]
             extent[axis] = 2 * depth

@@ -35,8 +35,8 @@ from torch import nn
 
 from contactnet.models.checkpoint import read_checkpoint
 
-__all__ = ["FORMAT", "ViewCompletion", "ViewImage", "canonical_frames", "chamfer", "complete_views", "load_view_completion",
-           "random_subsets"]
+__all__ = ["FORMAT", "ViewCompletion", "ViewImage", "canonical_frames", "chamfer", "complete_views",
+           "load_view_completion", "random_subsets"]
 
 FORMAT = "contactnet.view_completion/1"
 
@@ -113,7 +113,7 @@ class ViewImage(nn.Module):
 
     def raster(self, points: torch.Tensor, normals: torch.Tensor) -> torch.Tensor:
         """(B, 5, size, size): the mean depth, mean normal and occupancy of each cell."""
-        b, n, _ = points.shape
+        b = points.shape[0]
         cell = ((points[..., :2] / self.extent + 1) * (self.size / 2)).floor().long().clamp(0, self.size - 1)
         flat = (cell[..., 1] * self.size + cell[..., 0])[..., None]
         values = torch.cat([points[..., 2:], normals, torch.ones_like(points[..., :1])], -1)
@@ -189,7 +189,7 @@ class ViewCompletion(nn.Module):
             self.view_image = ViewImage(image)
             # Added to the back head's first layer; zero at first, so a head trained without the
             # image starts where it was.
-            self.image_to_back = nn.Linear(self.view_image.channels, 256, bias=False)
+            self.image_to_back = nn.Linear(self.view_image.channels, self.back_head[0].out_features, bias=False)
             nn.init.zeros_(self.image_to_back.weight)
 
     @property
@@ -207,11 +207,11 @@ class ViewCompletion(nn.Module):
         return random_subsets(*points.shape[:2], self.inputs, generator, points.device)[..., None].expand(-1, -1, 3)
 
     def canonical_inputs(self, points: torch.Tensor, normals: torch.Tensor, generator=None):
-        """The canonical frame (origin, R, scale), `inputs` of the view's points and normals in it,
-        and their gather index (`input_index`)."""
+        """The canonical frame (origin, R, scale), all the view's points and normals in it, the
+        `inputs` of them that the encoder reads, and their gather index (`input_index`)."""
         origin, R, scale, local, local_normals = self.canonical_frame(points, normals)
         idx = self.input_index(points, generator)
-        return origin, R, scale, local.gather(1, idx), local_normals.gather(1, idx), idx
+        return origin, R, scale, local, local_normals, local.gather(1, idx), local_normals.gather(1, idx), idx
 
     def point_features(self, points: torch.Tensor, normals: torch.Tensor, pooled: torch.Tensor | None = None):
         """Canonical points and normals (B, n, 3) → the first stage's pooled feature (B, 128), of
@@ -260,10 +260,10 @@ class ViewCompletion(nn.Module):
         b, k, _ = points.shape
         if self.back:
             return self._with_back(points, normals, generator)
-        origin, R, scale, local, local_normals, _ = self.canonical_inputs(points, normals, generator)
-        pred, pred_normals = self.predict_canonical(local, local_normals)
+        origin, R, scale, _, _, inputs, input_normals, _ = self.canonical_inputs(points, normals, generator)
+        pred, pred_normals = self.predict_canonical(inputs, input_normals)
         if self.keep is None:
-            index = self._one_density([local], pred, k, generator)
+            index = self._one_density([inputs], pred, k, generator)
         pred = from_canonical(pred, origin, R, scale)
         pred_normals = pred_normals @ R
         if self.keep is None:
@@ -284,16 +284,16 @@ class ViewCompletion(nn.Module):
         whose expected error is below `back_trust`, all if None) and the decoder's points off both,
         at one density."""
         k = points.shape[1]
-        origin, R, scale, local, local_normals = self.canonical_frame(points, normals)
-        idx = self.input_index(points, generator)
-        pooled, h, _ = self.encode(local.gather(1, idx), local_normals.gather(1, idx))
+        origin, R, scale, local, local_normals, inputs, input_normals, idx = self.canonical_inputs(points, normals,
+                                                                                                 generator)
+        pooled, h, _ = self.encode(inputs, input_normals)
         pred, pred_normals = self.decode(h)
         image = self.view_features(local, local_normals)
         parts = [self.predict_back(h, self.point_features(p, n, pooled)[1], p, n, image)  # in blocks: wide activations
                  for p, n in zip(local.split(512, 1), local_normals.split(512, 1))]
         back, back_normals, error = (torch.cat(x, 1) for x in zip(*parts))
         trusted = torch.ones_like(error, dtype=torch.bool) if self.back_trust is None else error < self.back_trust
-        index = self._one_density([local.gather(1, idx), back.gather(1, idx)], pred, k, generator,
+        index = self._one_density([inputs, back.gather(1, idx)], pred, k, generator,
                                   [None, trusted.gather(1, idx[..., 0])], [None, trusted])[..., None]
         index = index.expand(-1, -1, 3)
         mapped = from_canonical(torch.cat([back, pred], 1), origin, R, scale)

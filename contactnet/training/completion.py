@@ -82,9 +82,7 @@ def completion_loss(net: ViewCompletion, points, normals, full, full_normals, ge
     back head (`net.back`) and the views' ray exits, also the Laplace negative log-likelihood of
     each predicted back point's distance to its exit under its expected error, + normal_weight ·
     (1 − cos) of its normal, over the valid exits."""
-    origin, R, scale, every, every_normals = net.canonical_frame(points, normals)
-    idx = net.input_index(points, generator)
-    local, local_normals = every.gather(1, idx), every_normals.gather(1, idx)
+    origin, R, scale, every, every_normals, local, local_normals, idx = net.canonical_inputs(points, normals, generator)
     _, h, g = net.encode(local, local_normals)
     pred, pred_normals = net.decode(h)
     distance, nearest = chamfer(pred, to_canonical(full, origin, R, scale))
@@ -123,7 +121,7 @@ def train_completion(out: str | Path, data_root=None, extra_objects=(), steps: i
             raise ValueError(f"image: {init} already reads a {net.image}-pixel image, not {image}")
         if (back and not net.back) or (image is not None and net.image is None):
             first = net
-            net = ViewCompletion(**{**first.config, "keep": None, "back": True, "image": image or first.image})
+            net = ViewCompletion(**{**first.config, "keep": None, "back": True, "image": image})
             net.load_state_dict(first.state_dict(), strict=False)
     sets = training_views(data_root, extra_objects, net.back)
     weights = torch.tensor([float(s[0].shape[0] * s[0].shape[1]) for s in sets])  # sets drawn by their views

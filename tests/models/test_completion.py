@@ -91,7 +91,7 @@ def test_one_density_fills_the_unseen_side_and_keeps_the_visible_share():
     with torch.no_grad():
         p, n = net(points, normals, g)
         g = torch.Generator().manual_seed(3)
-        _, _, _, local, local_normals, _ = net.canonical_inputs(points, normals, g)
+        _, _, _, _, _, local, local_normals, _ = net.canonical_inputs(points, normals, g)
         pred, _ = net.predict_canonical(local, local_normals)
     assert p.shape == n.shape == points.shape
     seen = torch.cdist(pred, local).amin(2) < net.near  # (B, 64)

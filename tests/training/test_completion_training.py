@@ -100,9 +100,9 @@ def test_a_back_head_is_trained_on_the_views_ray_exits(tmp_path, tiny_data):
     for a, b in zip(before, after):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     learnt = train_completion(tmp_path / "learnt.pt", steps=2, init=tmp_path / "image.pt", **settings)
+    assert not torch.equal(learnt.image_to_back.weight, imaged.image_to_back.weight)
     with pytest.raises(ValueError, match="image"):
         train_completion(tmp_path / "other.pt", steps=0, init=tmp_path / "image.pt", image=16, **settings)
-    assert not torch.equal(learnt.image_to_back.weight, imaged.image_to_back.weight)
 
 
 def test_evaluation_reads_completed_views(tmp_path, tiny_data):
