@@ -4,6 +4,7 @@
     python eval.py ckpt_path=... data=procedural_medium splits=[boundary_unknown] out=scores.json
     python eval.py ckpt_path=... hybrid_max_error=0.001      # + the certified hybrid, tau from val
     python eval.py ckpt_path=... clouds=single_view          # each object as one depth view sees it
+    python eval.py ckpt_path=... clouds=two_views            # two depth views of each object, fused
     python eval.py ckpt_path=... clouds=single_view completion=outputs/completion/net.pt  # views completed
     python eval.py ckpt_path=... frames=4                    # logits averaged over 4 frames per object
 

@@ -21,11 +21,14 @@ where objects keep their own frames; a general R loosens it) or "none".
 Partial clouds (what one depth camera sees; cached views from `contactnet.data.partial_views`,
 built once on first use when missing): `clouds="single_view"` replaces each object's cloud by one
 of its views, chosen by (group, side) alone so every model is scored on the same views;
-`partial_prob` replaces each cloud of a training group by a random view with that probability.
+`clouds="two_views"` by two distinct ones fused (K of their 2K points, drawn at random: a second
+camera, or the same one moved); `partial_prob` replaces each cloud of a training group by a
+random single view with that probability, or with `partial_max_views` N > 1 by 1 to N distinct
+random views fused (as many views equally likely).
 A partial cloud's box is its visible points' bounds (all a user with a depth image knows), while
 the poses stay in the object's frame; rotation augmentation turns it like the full cloud.
 `completion` (a `ViewCompletion` checkpoint, `contactnet.training.completion`) completes every
-view before use: the visible points plus the predicted unseen side, boxed by their bounds.
+single view before use: the visible points plus the predicted unseen side, boxed by their bounds.
 """
 
 import itertools
@@ -44,7 +47,7 @@ from contactnet.geometry.frames import reframe_object
 from contactnet.geometry.poses import compose_poses, matrix_to_quaternion
 
 AUGMENTATIONS = ("so3", "cube", "none")
-CLOUDS = ("full", "single_view")
+CLOUDS = ("full", "single_view", "two_views")
 
 
 def _cube_rotations() -> torch.Tensor:
@@ -54,14 +57,21 @@ def _cube_rotations() -> torch.Tensor:
     return matrix_to_quaternion(torch.stack([m for m in mats if torch.det(m) > 0]))
 
 
-def _check_clouds(clouds: str, partial_prob: float, completion=None) -> None:
+def _check_clouds(clouds: str, partial_prob: float, completion=None, partial_max_views: int = 1) -> None:
     if clouds not in CLOUDS:
         raise ValueError(f"clouds: expected one of {CLOUDS}, got {clouds!r}")
     if not 0 <= partial_prob <= 1:
         raise ValueError(f"partial_prob: expected a probability in [0, 1], got {partial_prob}")
+    if isinstance(partial_max_views, bool) or not isinstance(partial_max_views, int) or partial_max_views < 1:
+        raise ValueError(f"partial_max_views: expected a whole number of views, at least 1, got {partial_max_views!r}")
+    if completion is not None and partial_prob > 0 and partial_max_views > 1:
+        raise ValueError(f"completion: {completion} completes single views, not the fused ones of "
+                         f"partial_max_views={partial_max_views}")
     if completion is not None and clouds == "full" and partial_prob == 0:
         raise ValueError(f"completion: {completion} completes single views, but no cloud is one here "
                          "(clouds='full', partial_prob=0)")
+    if completion is not None and clouds == "two_views":
+        raise ValueError(f"completion: {completion} completes single views, not clouds='two_views'")
 
 
 def _bounds(points: torch.Tensor) -> torch.Tensor:
@@ -81,11 +91,12 @@ class PairGroups(Dataset):
 
     def __init__(self, root: str | Path, objects, augment: bool | str = False, seed: int = 0,
                  allowed_objects: set[int] | None = None, clouds: str = "full", partial_prob: float = 0.0,
-                 frame: torch.Tensor | None = None, completion: str | Path | None = None):
-        """clouds, partial_prob, completion: see the module docstring. frame (4,) quaternion: every
-        object given in that fixed frame (`reframe_object`; test-time frame averaging) instead of
-        `augment`'s random ones."""
-        _check_clouds(clouds, partial_prob, completion)
+                 frame: torch.Tensor | None = None, completion: str | Path | None = None,
+                 partial_max_views: int = 1):
+        """clouds, partial_prob, partial_max_views, completion: see the module docstring. frame (4,)
+        quaternion: every object given in that fixed frame (`reframe_object`; test-time frame
+        averaging) instead of `augment`'s random ones."""
+        _check_clouds(clouds, partial_prob, completion, partial_max_views)
         if frame is not None and (not isinstance(frame, torch.Tensor) or frame.shape != (4,)):
             raise ValueError(f"frame: expected a (4,) quaternion tensor [qw, qx, qy, qz], got "
                              f"{getattr(frame, 'shape', type(frame).__name__)}")
@@ -106,39 +117,57 @@ class PairGroups(Dataset):
         self.rotations = _cube_rotations() if mode == "cube" else None  # None: any rotation
         self.seed = seed
         self.epoch = 0  # used for plain integer indices; EpochSampler's (index, epoch) items override it
-        self.clouds, self.partial_prob = clouds, partial_prob
+        self.clouds, self.partial_prob, self.partial_max_views = clouds, partial_prob, partial_max_views
         self.views = None
         if clouds != "full" or partial_prob > 0:
             self.views = objects.partial_views() if completion is None else objects.completed_views(completion)
             if self.views.points.shape[2] != objects.points.shape[1]:
                 raise ValueError(f"clouds: the cached views hold {self.views.points.shape[2]} points, the full clouds "
                                  f"{objects.points.shape[1]}; rebuild {objects.root / 'partial'} with the set's K")
+            needed = max(2 if clouds == "two_views" else 1, partial_max_views if partial_prob > 0 else 1)
+            if self.views.views_per_object < needed:
+                raise ValueError(f"clouds, partial_max_views: {needed} distinct views per object needed; "
+                                 f"{objects.root / 'partial'} holds {self.views.views_per_object}")
 
     def __len__(self) -> int:
         return len(self.index)
 
-    def _shape(self, obj: int, view: int | None = None):
-        """Full cloud and mesh box, or (view given) that cached view and its points' bounds."""
+    def _shape(self, obj: int, view: tuple[int, ...] | None = None):
+        """Full cloud and mesh box, or (views given) those cached views fused and their points' bounds."""
         if view is not None:
-            points = torch.as_tensor(self.views.points[obj, view], dtype=torch.float32)
-            return points, torch.as_tensor(self.views.normals[obj, view], dtype=torch.float32), _bounds(points)
+            points, normals = self.views.points[obj, list(view)], self.views.normals[obj, list(view)]
+            k = points.shape[1]
+            points, normals = points.reshape(-1, 3), normals.reshape(-1, 3)
+            if len(view) > 1:  # K points as every cloud has, the same ones for every model scored
+                keep = derive_rng(0, "fused views", obj, *view).permutation(len(points))[:k]
+                points, normals = points[keep], normals[keep]
+            points = torch.as_tensor(points, dtype=torch.float32)
+            return points, torch.as_tensor(normals, dtype=torch.float32), _bounds(points)
         points = torch.as_tensor(self.objects.points[obj], dtype=torch.float32)
         normals = torch.as_tensor(self.objects.normals[obj], dtype=torch.float32)
         aabb = torch.as_tensor(self.objects.aabb[obj], dtype=torch.float32)
         return points, normals, aabb
 
-    def _views(self, index: int, epoch: int) -> list[int | None]:
-        """The cached view each side uses (None: the full cloud)."""
+    def _views(self, index: int, epoch: int) -> list[tuple[int, ...] | None]:
+        """The cached views each side uses (None: the full cloud)."""
         s, g = self.index[index]
         views = [None, None]
-        if self.clouds == "single_view":  # keyed by the group's place in its split, not by a filtered index
-            views = [derive_seed(0, s * self.groups_per_shard + g, side) % self.views.views_per_object
-                     for side in (0, 1)]
+        count = self.views.views_per_object if self.views is not None else 0
+        if self.clouds != "full":  # keyed by the group's place in its split, not by a filtered index
+            key = s * self.groups_per_shard + g
+            views = [(derive_seed(0, key, side) % count,) for side in (0, 1)]
+            if self.clouds == "two_views":  # a second view, another than the first
+                views = [(v, (v + 1 + derive_seed(1, key, side) % (count - 1)) % count)
+                         for side, (v,) in enumerate(views)]
         if self.partial_prob > 0:  # its own stream: the rotations drawn do not depend on partial_prob
             rng = self.item_rng("partial", index, epoch)
             for side in (0, 1):
                 if rng.random() < self.partial_prob:
-                    views[side] = int(rng.integers(self.views.views_per_object))
+                    if self.partial_max_views == 1:  # one draw: the stream single views always had
+                        views[side] = (int(rng.integers(count)),)
+                    else:
+                        n = int(rng.integers(1, self.partial_max_views + 1))
+                        views[side] = tuple(int(v) for v in rng.choice(count, n, replace=False))
         return views
 
     def item_rng(self, stream: str, index: int, epoch: int) -> np.random.Generator:
@@ -153,7 +182,7 @@ class PairGroups(Dataset):
         q = torch.from_numpy(rng.standard_normal(4)).float()
         return q / q.norm()
 
-    def _turn(self, obj: int, poses: torch.Tensor, q: torch.Tensor, view: int | None = None):
+    def _turn(self, obj: int, poses: torch.Tensor, q: torch.Tensor, view: tuple[int, ...] | None = None):
         """Object `obj` (its full cloud or cached `view`) turned by q and re-centred on its mesh's
         new AABB (`reframe_object`), the inverse composed into `poses`."""
         points, normals, _ = self._shape(obj, view)
@@ -222,15 +251,17 @@ class PairDataModule(L.LightningDataModule):
 
     def __init__(self, root: str, groups_per_batch: int = 8, num_workers: int = 0, augment: bool | str = "cube",
                  seed: int = 0, train_objects: int | None = None, clouds: str = "full", partial_prob: float = 0.0,
-                 completion: str | None = None):
+                 completion: str | None = None, partial_max_views: int = 1):
         """augment: the training rotations, "so3", "cube" or "none" (True / False mean "so3" / "none").
         train_objects: train only on pairs among the first N known objects (data efficiency).
-        clouds: "full" or "single_view" clouds in every split; partial_prob: probability that a
-        training cloud is replaced by a random single view; completion: a ViewCompletion checkpoint
-        that completes those views (see the module docstring)."""
+        clouds: "full", "single_view" or "two_views" clouds in every split; partial_prob: probability that a
+        training cloud is replaced by a random single view (partial_max_views > 1: by 1 to that many
+        views fused); completion: a ViewCompletion checkpoint that completes those views (see the
+        module docstring)."""
         super().__init__()
-        _check_clouds(clouds, partial_prob, completion)
+        _check_clouds(clouds, partial_prob, completion, partial_max_views)
         self.clouds, self.partial_prob, self.completion = clouds, partial_prob, completion
+        self.partial_max_views = partial_max_views
         self.train_objects = train_objects
         self.root = Path(root)
         self.groups_per_batch = groups_per_batch
@@ -262,6 +293,7 @@ class PairDataModule(L.LightningDataModule):
             self.datasets[split] = PairGroups(self.root / split, objects, augment=self.augment if split == "train" else "none",
                                               seed=self.seed, allowed_objects=allowed if split == "train" else None,
                                               clouds=self.clouds, partial_prob=self.partial_prob if split == "train" else 0.0,
+                                              partial_max_views=self.partial_max_views,
                                               completion=self.completion if self.clouds != "full" or split == "train"
                                               else None)
         if len(self.datasets["train"]) == 0:

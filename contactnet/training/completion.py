@@ -9,7 +9,8 @@ object of the `--extra-objects` sets (e.g. more objects of the known families, o
 that no data config holds: `python -m contactnet.data.objects --families vessel superquadric
 drilled_block extruded_outline ...`). Each step draws a batch of views and fits the predicted
 surface to the object's full cloud (`chamfer`) and its normals to those of the nearest full-cloud
-points, in the view's canonical frame. About 0.2 s a step on 2 CPU threads.
+points, in the view's canonical frame. About 0.2 s a step on 2 CPU threads; `--device cuda` trains
+on a GPU (the object sets stay in host memory, each step's batch is moved there).
 
 `--init <net.pt>` starts from a finished net (a longer run in stages, e.g. at a lower `--lr`).
 `--back` adds the back head (`ViewCompletion(back=True)`) and fits it to where each view point's
@@ -105,13 +106,17 @@ def completion_loss(net: ViewCompletion, points, normals, full, full_normals, ge
 def train_completion(out: str | Path, data_root=None, extra_objects=(), steps: int = 6000, batch: int = 32,
                      lr: float = 1e-3, target_points: int = 768, seed: int = 0, save_every: int = 500,
                      progress: bool = True, init: str | Path | None = None, back: bool = False,
-                     image: int | None = None) -> ViewCompletion:
+                     image: int | None = None, device: str | torch.device = "cpu") -> ViewCompletion:
     """Train (or resume) a ViewCompletion and write it to `out`; returns the trained net. init: a
     finished net to start from (its design and weights) instead of a fresh one: a longer run in
     stages, or one fine-tuned on more objects; back: give the net a back head (`ViewCompletion`),
     a new one on top of `init`'s weights (an `init` with one keeps it); image: let the back head
-    read the view's image (`ViewImage`, this many pixels a side), added to `init` in the same way."""
+    read the view's image (`ViewImage`, this many pixels a side), added to `init` in the same way;
+    device: where the net trains (the object sets stay in host memory, each step's batch is moved)."""
     out = Path(out)
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {device} was asked for, but this torch sees no CUDA device")
     torch.manual_seed(seed)
     if init is None:
         net = ViewCompletion(back=back or image is not None, image=image)
@@ -123,6 +128,7 @@ def train_completion(out: str | Path, data_root=None, extra_objects=(), steps: i
             first = net
             net = ViewCompletion(**{**first.config, "keep": None, "back": True, "image": image})
             net.load_state_dict(first.state_dict(), strict=False)
+    net.to(device)
     sets = training_views(data_root, extra_objects, net.back)
     weights = torch.tensor([float(s[0].shape[0] * s[0].shape[1]) for s in sets])  # sets drawn by their views
     opt = torch.optim.Adam(net.parameters(), lr=lr)
@@ -142,14 +148,16 @@ def train_completion(out: str | Path, data_root=None, extra_objects=(), steps: i
     net.train()
     for step in range(start, steps):
         g = torch.Generator().manual_seed(seed * 1_000_003 + step)  # a resumed run draws what this one would
+        # The net's own draws (its input points) on its device; on the CPU the same stream, as before.
+        g_net = g if device.type == "cpu" else torch.Generator(device).manual_seed(seed * 1_000_003 + step)
         arrays = sets[int(torch.multinomial(weights, 1, generator=g))]
         points, normals, full, full_normals = arrays[:4]
         o = torch.randint(points.shape[0], (batch,), generator=g)
         v = torch.randint(points.shape[1], (batch,), generator=g)
         pick = random_subsets(batch, full.shape[1], target_points, g)[..., None].expand(-1, -1, 3)
-        backs = dict(zip(("exits", "exit_normals", "valid"), (a[o, v] for a in arrays[4:])))
-        loss, distance, normal = completion_loss(net, points[o, v], normals[o, v], full[o].gather(1, pick),
-                                                 full_normals[o].gather(1, pick), g, **backs)
+        backs = dict(zip(("exits", "exit_normals", "valid"), (a[o, v].to(device) for a in arrays[4:])))
+        batch_arrays = (points[o, v], normals[o, v], full[o].gather(1, pick), full_normals[o].gather(1, pick))
+        loss, distance, normal = completion_loss(net, *(a.to(device) for a in batch_arrays), g_net, **backs)
         opt.zero_grad()
         loss.mean().backward()
         opt.step()
@@ -162,7 +170,8 @@ def train_completion(out: str | Path, data_root=None, extra_objects=(), steps: i
                      "scheduler": sched.state_dict()}
             atomic_write(partial, lambda tmp: torch.save(state, tmp))
     net.eval()
-    final = {"format": FORMAT, "config": net.config, "state_dict": net.state_dict(), "steps": steps}
+    final = {"format": FORMAT, "config": net.config, "state_dict": {k: v.cpu() for k, v in net.state_dict().items()},
+             "steps": steps}
     atomic_write(out, lambda tmp: torch.save(final, tmp))
     if partial.exists():
         os.remove(partial)
@@ -181,10 +190,11 @@ def main(argv=None) -> None:
     parser.add_argument("--init", help="a finished completion net to continue from (e.g. at a lower --lr)")
     parser.add_argument("--back", action="store_true", help="learn the back surface behind each seen point too")
     parser.add_argument("--image", type=int, help="the back head also reads the view's image, this many pixels a side")
+    parser.add_argument("--device", default="cpu", help="where to train: cpu (default) or cuda")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     train_completion(args.out, args.data, args.extra_objects, args.steps, args.batch, args.lr, seed=args.seed,
-                     init=args.init, back=args.back, image=args.image)
+                     init=args.init, back=args.back, image=args.image, device=args.device)
     print(f"wrote {args.out}")
 
 

@@ -54,9 +54,10 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
              completion: str | None = None) -> dict[str, dict]:
     """{split: collision_report} for each split (default: every test split under `data_root`).
 
-    clouds: "full" surface samples, or "single_view": each object as one cached depth view sees
-    it (the same views for every model; built once in `<data_root>/objects/partial/` if missing),
-    to compare both on the same pairs. The hybrid's tau always comes from full clouds.
+    clouds: "full" surface samples, "single_view": each object as one cached depth view sees it
+    (the same views for every model; built once in `<data_root>/objects/partial/` if missing), or
+    "two_views": two of them fused; all on the same pairs. The hybrid's tau always comes from full
+    clouds.
     completion: a `ViewCompletion` checkpoint (`python -m contactnet.training.completion`) that
     completes every single view first: the visible points and the predicted unseen side.
 

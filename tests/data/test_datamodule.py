@@ -243,6 +243,60 @@ def test_single_view_items_use_one_view_with_the_visible_points_box(dataset):
     assert len(chosen) > 1
 
 
+def _rows_of(cloud: np.ndarray, points: torch.Tensor) -> bool:
+    """Whether every row of points is a row of cloud (exactly)."""
+    rows = {tuple(r) for r in np.asarray(cloud).tolist()}
+    return all(tuple(r) in rows for r in points.tolist())
+
+
+def test_two_views_fuse_two_distinct_views_and_keep_k_points(dataset):
+    single = PairDataModule(str(dataset), clouds="single_view")
+    two = PairDataModule(str(dataset), clouds="two_views")
+    single.setup()
+    two.setup()
+    views = load_object_set(dataset / "objects").partial_views(build_missing=False)
+    split = "test_unknown"
+    for index in range(len(two.datasets[split])):
+        x, y = single.datasets[split][index], two.datasets[split][index]
+        assert torch.equal(y["label"], x["label"]) and torch.equal(y["poses_b"], x["poses_b"])
+        pair = two.datasets[split]._views(index, 0)
+        assert pair[0][0] == single.datasets[split]._views(index, 0)[0][0]  # the single view, and one more
+        for side, (first, second) in zip("ab", pair):
+            obj, points = int(y[f"ids_{side}"]), y[f"points_{side}"]
+            assert first != second and points.shape == (256, 3)
+            assert _rows_of(np.concatenate([views.points[obj, first], views.points[obj, second]]), points)
+            # Both views contribute, and the box is the fused points' bounds.
+            assert not _rows_of(views.points[obj, first], points) and not _rows_of(views.points[obj, second], points)
+            torch.testing.assert_close(y[f"aabb_{side}"], torch.stack([points.amin(0), points.amax(0)]))
+        torch.testing.assert_close(two.datasets[split][(index, 3)]["points_a"], y["points_a"])  # fixed per group
+
+
+def test_partial_max_views_fuses_one_to_that_many_random_views(dataset):
+    fused = PairDataModule(str(dataset), augment="none", partial_prob=1.0, partial_max_views=3)
+    fused.setup()
+    train = fused.datasets["train"]
+    views = load_object_set(dataset / "objects").partial_views(build_missing=False)
+    counts = set()
+    for index in range(len(train)):
+        for epoch in (0, 1):
+            chosen = train._views(index, epoch)
+            item = train[(index, epoch)]
+            for side, picked in zip("ab", chosen):
+                assert 1 <= len(picked) <= 3 and len(set(picked)) == len(picked)
+                counts.add(len(picked))
+                obj = int(item[f"ids_{side}"])
+                assert _rows_of(np.concatenate([views.points[obj, v] for v in picked]), item[f"points_{side}"])
+    assert counts == {1, 2, 3}
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="partial_max_views"):
+            PairDataModule(str(dataset), partial_prob=0.5, partial_max_views=bad)
+    with pytest.raises(ValueError, match="completion: .* partial_max_views=2"):
+        PairDataModule(str(dataset), partial_prob=0.5, partial_max_views=2, completion="net.pt")
+    too_many = PairDataModule(str(dataset), partial_prob=0.5, partial_max_views=views.views_per_object + 1)
+    with pytest.raises(ValueError, match="distinct views per object needed"):
+        too_many.setup()
+
+
 def test_partial_prob_zero_changes_nothing_and_one_always_uses_views(dataset):
     plain = PairDataModule(str(dataset), augment="so3", seed=3)
     zero = PairDataModule(str(dataset), augment="so3", seed=3, partial_prob=0.0)
@@ -295,6 +349,8 @@ def test_rotation_augmentation_keeps_world_geometry_of_partial_clouds(dataset, a
 
 def test_bad_clouds_are_a_clear_error(dataset):
     with pytest.raises(ValueError, match="clouds: expected one of"):
-        PairDataModule(str(dataset), clouds="two_views")
+        PairDataModule(str(dataset), clouds="three_views")
+    with pytest.raises(ValueError, match="completion: .* not clouds='two_views'"):
+        PairDataModule(str(dataset), clouds="two_views", completion="net.pt")
     with pytest.raises(ValueError, match="partial_prob: expected a probability"):
         PairDataModule(str(dataset), partial_prob=1.5)

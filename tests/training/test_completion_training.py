@@ -105,6 +105,25 @@ def test_a_back_head_is_trained_on_the_views_ray_exits(tmp_path, tiny_data):
         train_completion(tmp_path / "other.pt", steps=0, init=tmp_path / "image.pt", image=16, **settings)
 
 
+def test_training_on_a_device_writes_a_net_that_loads_on_the_cpu(tmp_path, tiny_data, device):
+    """--device: the object sets stay on the host, the net (back head and image included) trains on
+    the device, and the file holds CPU tensors."""
+    data = tiny_data / "procedural_tiny"
+    net = train_completion(tmp_path / "net.pt", data, steps=2, batch=4, target_points=64, progress=False,
+                           back=True, image=8, device=device)
+    assert next(net.parameters()).device.type == device
+    loaded = load_view_completion(tmp_path / "net.pt")
+    for name, value in loaded.state_dict().items():
+        assert value.device.type == "cpu" and torch.isfinite(value).all()
+        torch.testing.assert_close(value, net.state_dict()[name].cpu(), rtol=0, atol=0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here: nothing to refuse")
+def test_training_on_cuda_without_it_is_a_clear_error(tmp_path, tiny_data):
+    with pytest.raises(ValueError, match="device: cuda"):
+        train_completion(tmp_path / "net.pt", tiny_data / "procedural_tiny", steps=1, device="cuda", progress=False)
+
+
 def test_evaluation_reads_completed_views(tmp_path, tiny_data):
     data = tiny_data / "procedural_tiny"
     completion = tmp_path / "completion.pt"
