@@ -64,14 +64,12 @@ def _check_clouds(clouds: str, partial_prob: float, completion=None, partial_max
         raise ValueError(f"partial_prob: expected a probability in [0, 1], got {partial_prob}")
     if isinstance(partial_max_views, bool) or not isinstance(partial_max_views, int) or partial_max_views < 1:
         raise ValueError(f"partial_max_views: expected a whole number of views, at least 1, got {partial_max_views!r}")
-    if completion is not None and partial_prob > 0 and partial_max_views > 1:
-        raise ValueError(f"completion: {completion} completes single views, not the fused ones of "
-                         f"partial_max_views={partial_max_views}")
     if completion is not None and clouds == "full" and partial_prob == 0:
         raise ValueError(f"completion: {completion} completes single views, but no cloud is one here "
                          "(clouds='full', partial_prob=0)")
-    if completion is not None and clouds == "two_views":
-        raise ValueError(f"completion: {completion} completes single views, not clouds='two_views'")
+    if completion is not None and (clouds == "two_views" or (partial_prob > 0 and partial_max_views > 1)):
+        raise ValueError(f"completion: {completion} completes single views, not fused ones "
+                         f"(clouds={clouds!r}, partial_max_views={partial_max_views})")
 
 
 def _bounds(points: torch.Tensor) -> torch.Tensor:

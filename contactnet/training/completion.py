@@ -155,9 +155,11 @@ def train_completion(out: str | Path, data_root=None, extra_objects=(), steps: i
         o = torch.randint(points.shape[0], (batch,), generator=g)
         v = torch.randint(points.shape[1], (batch,), generator=g)
         pick = random_subsets(batch, full.shape[1], target_points, g)[..., None].expand(-1, -1, 3)
-        backs = dict(zip(("exits", "exit_normals", "valid"), (a[o, v].to(device) for a in arrays[4:])))
-        batch_arrays = (points[o, v], normals[o, v], full[o].gather(1, pick), full_normals[o].gather(1, pick))
-        loss, distance, normal = completion_loss(net, *(a.to(device) for a in batch_arrays), g_net, **backs)
+        drawn = [points[o, v], normals[o, v], full[o].gather(1, pick), full_normals[o].gather(1, pick),
+                 *(a[o, v] for a in arrays[4:])]
+        drawn = [a.to(device) for a in drawn]
+        backs = dict(zip(("exits", "exit_normals", "valid"), drawn[4:]))
+        loss, distance, normal = completion_loss(net, *drawn[:4], g_net, **backs)
         opt.zero_grad()
         loss.mean().backward()
         opt.step()

@@ -290,7 +290,7 @@ def test_partial_max_views_fuses_one_to_that_many_random_views(dataset):
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="partial_max_views"):
             PairDataModule(str(dataset), partial_prob=0.5, partial_max_views=bad)
-    with pytest.raises(ValueError, match="completion: .* partial_max_views=2"):
+    with pytest.raises(ValueError, match="completion: .* not fused ones .*partial_max_views=2"):
         PairDataModule(str(dataset), partial_prob=0.5, partial_max_views=2, completion="net.pt")
     too_many = PairDataModule(str(dataset), partial_prob=0.5, partial_max_views=views.views_per_object + 1)
     with pytest.raises(ValueError, match="distinct views per object needed"):
@@ -350,7 +350,7 @@ def test_rotation_augmentation_keeps_world_geometry_of_partial_clouds(dataset, a
 def test_bad_clouds_are_a_clear_error(dataset):
     with pytest.raises(ValueError, match="clouds: expected one of"):
         PairDataModule(str(dataset), clouds="three_views")
-    with pytest.raises(ValueError, match="completion: .* not clouds='two_views'"):
+    with pytest.raises(ValueError, match="completion: .* not fused ones \\(clouds='two_views'"):
         PairDataModule(str(dataset), clouds="two_views", completion="net.pt")
     with pytest.raises(ValueError, match="partial_prob: expected a probability"):
         PairDataModule(str(dataset), partial_prob=1.5)
