@@ -62,8 +62,9 @@ class FixedDofs(NamedTuple):
     def hold(self, H: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
         """H's fixed rows and columns set to the identity's, in place; grad with zeros there."""
         env, dof = self.index
-        H[env, dof] = 0.0
-        H[env, :, dof] = 0.0
+        zero = H.new_zeros(())  # on H's device: a Python 0.0 would be copied from the host (refused in graph capture)
+        H.index_put_((env, dof), zero)
+        H.transpose(1, 2).index_put_((env, dof), zero)
         H.diagonal(dim1=1, dim2=2).add_(self.diagonal)
         return grad.masked_fill(self.mask, 0.0)
 

@@ -23,7 +23,8 @@ def test_exact_pieces_give_exact_labels(device):
     pa, pb = random_poses(400, 0), random_poses(400, 1)
     exact, distance = _labels([Mesh(vertices, faces)], ids, ids, pa, pb)
     assert 0.2 < float(exact.double().mean()) < 0.8
-    got = PieceGjk(pad_pieces([pieces], torch.float64)).to(device)(ids, ids, pa, pb).cpu()
+    on = [x.to(device) for x in (ids, pa, pb)]  # the module refuses tensors on another device than its own
+    got = PieceGjk(pad_pieces([pieces], torch.float64)).to(device)(on[0], on[0], on[1], on[2]).cpu()
     clear = exact | (distance > 1e-6)  # not touching
     assert torch.equal(got[clear], exact[clear])
     # As users hold them: numpy ids, float32 pieces and poses (compared clear of float32 rounding).
