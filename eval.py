@@ -7,6 +7,7 @@
     python eval.py ckpt_path=... clouds=two_views            # two depth views of each object, fused
     python eval.py ckpt_path=... clouds=single_view completion=outputs/completion/net.pt  # views completed
     python eval.py ckpt_path=... frames=4                    # logits averaged over 4 frames per object
+    python eval.py ckpt_path=... containment=true            # the containment test on a net trained without it
 
 Prints per split the balanced accuracy, accuracy, TPR, TNR, AP, ECE and the accuracy per band of
 true signed distance; `out` writes the same as JSON.
@@ -23,7 +24,7 @@ from contactnet.training.metrics import format_reports
 def main(cfg: DictConfig) -> None:
     results = evaluate(cfg.ckpt_path, cfg.data_root, splits=cfg.splits, groups_per_batch=cfg.groups_per_batch,
                        hybrid_max_error=cfg.hybrid_max_error, tau_root=cfg.tau_root, clouds=cfg.clouds,
-                       frames=cfg.frames, completion=cfg.completion)
+                       frames=cfg.frames, completion=cfg.completion, containment=cfg.containment)
     print(format_reports(results))
     if cfg.out:
         write_results(results, cfg.out)

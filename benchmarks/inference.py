@@ -6,7 +6,9 @@
 Speed does not depend on the weights, so without --ckpt randomly initialised networks with the
 paper's sizes (M = 6, H = 256, F = 64) are timed, next to this project's boundary design
 ("locc_boundary": the network of conf/model/locc.yaml, the default: a 16³ grid and the
-co-occupancy term probed at surface points), timed up to 10k queries on a CPU.
+co-occupancy term probed at surface points, and its containment test), timed up to 10k queries
+on a CPU; "locc_boundary_plain" is that network with the containment test off, so the ratio of the
+two rows is the test's cost.
 """
 
 import argparse
@@ -55,6 +57,8 @@ def main() -> None:
     nets = {"locc": load_model(args.ckpt, device) if args.ckpt else LOCC(ShapeEncoder()).eval().to(device),
             "global_ocn": GlobalOCN(ShapeEncoder()).eval().to(device),
             "locc_boundary": build_net(OmegaConf.to_container(OmegaConf.load(DEFAULT_LOCC).net)).eval().to(device)}
+    nets["locc_boundary_plain"] = build_net({**OmegaConf.to_container(OmegaConf.load(DEFAULT_LOCC).net),
+                                             "containment": False}).eval().to(device)
 
     g = torch.Generator().manual_seed(0)
     n_max = max(sizes)
@@ -76,7 +80,7 @@ def main() -> None:
         for n in sizes:
             row = {"queries": n, "exact_qps": exact_qps}
             for name, net in nets.items():
-                if name == "locc_boundary" and device == "cpu" and n > BOUNDARY_CPU_MAX:
+                if name.startswith("locc_boundary") and device == "cpu" and n > BOUNDARY_CPU_MAX:
                     continue
                 emb, projection = embeddings[name], projections[name]
                 seconds = best_time(lambda: predict_chunked(net, emb, ids_a[:n], ids_b[:n], pa[:n], pb[:n], projection),
@@ -91,8 +95,11 @@ def main() -> None:
     bytes_per_query = 4 * (2 * (7 * cells + f) + 2 * 256)
     print(f"collision checks per second on {device} ({torch.get_num_threads()} threads), embeddings cached;"
           f" exact mesh_collide timed on {n_exact} of the same pairs")
-    print_table(rows, ["queries", "locc_qps", "locc_boundary_qps", "global_ocn_qps", "exact_qps", "locc_vs_exact",
-                       "locc_boundary_vs_exact", "global_ocn_vs_exact"])
+    for row in rows:
+        if "locc_boundary_qps" in row:
+            row["containment_cost"] = row["locc_boundary_plain_qps"] / row["locc_boundary_qps"]
+    print_table(rows, ["queries", "locc_qps", "locc_boundary_qps", "locc_boundary_plain_qps", "global_ocn_qps",
+                       "exact_qps", "locc_vs_exact", "locc_boundary_vs_exact", "global_ocn_vs_exact", "containment_cost"])
     print(f"LOCC memory per query in flight: ~{bytes_per_query / 1024:.1f} KiB (chunks of {CHUNK} queries)")
     write_json("inference", {"device": device, "rows": rows, "bytes_per_query": bytes_per_query,
                              "chunk": CHUNK}, args.out)

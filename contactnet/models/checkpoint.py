@@ -42,12 +42,17 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
                          f"refusing to unpickle it ({error})") from error
 
 
-def load_model(path: str | Path, map_location: str | torch.device = "cpu") -> CollisionNet:
-    """The trained network of a training checkpoint, in eval mode, on `map_location`."""
+def load_model(path: str | Path, map_location: str | torch.device = "cpu",
+               containment: bool | None = None) -> CollisionNet:
+    """The trained network of a training checkpoint, in eval mode, on `map_location`.
+    containment: switch the net's parameter-free containment test on or off (None: as trained;
+    checkpoints from before the test have it off)."""
     checkpoint = read_checkpoint(path, map_location)
     config = checkpoint.get("contactnet_net_config")
     if not isinstance(config, dict):
         raise ValueError(f"path: {path} is not a contactnet training checkpoint (no network config)")
+    if containment is not None:
+        config = {**config, "containment": bool(containment)}
     net = build_net(config)
     state = {k.removeprefix("net."): v for k, v in checkpoint["state_dict"].items() if k.startswith("net.")}
     net.load_state_dict(state)  # copies into the new net's CPU parameters: move them after

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contactnet.models import containment
 from contactnet.models.encoder import ShapeEmbedding, ShapeEncoder
 from contactnet.models.geometry import (
     box_placement_features,
@@ -70,6 +71,13 @@ def _mlp(cin: int, hidden: int, outputs: int = 1) -> nn.Sequential:
                          nn.Linear(hidden, outputs))
 
 
+def _dipoles(emb: ShapeEmbedding, arg: str) -> torch.Tensor:
+    if emb.dipoles is None:
+        raise ValueError(f"{arg}.dipoles: the containment test reads the encoder's surface dipoles; got an embedding "
+                         f"without them (pass the encoder's ShapeEmbedding.dipoles along, or set containment=False)")
+    return emb.dipoles
+
+
 def _masked_max(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     """Max over the cell axis (-2) of values (..., C, D) where keep (..., C) holds; 0 if none does."""
     lowest = torch.finfo(values.dtype).min
@@ -78,9 +86,27 @@ def _masked_max(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
 
 
 class CollisionNet(nn.Module):
-    def __init__(self, encoder: ShapeEncoder):
+    """containment: a pair whose winding-number test finds one object wholly inside the other
+    (`contactnet.models.containment`) gets a logit of at least CONTAINED_LOGIT, whatever the head
+    says; it has no parameters, so it can be switched on for a net trained without it."""
+
+    def __init__(self, encoder: ShapeEncoder, containment: bool = False):
         super().__init__()
         self.encoder = encoder
+        self.containment = bool(containment)
+
+    def _contained(self, logits, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a, pose_b):
+        if not self.containment:
+            return logits
+        for arg, emb in (("emb_a", emb_a), ("emb_b", emb_b)):
+            _dipoles(emb, arg)
+        return containment.lift(logits, containment.contained(emb_a.dipoles, emb_b.dipoles, pose_a, pose_b))
+
+    def _contained_indexed(self, logits, table: ShapeEmbedding, ids_a, ids_b, pose_a, pose_b):
+        if not self.containment:
+            return logits
+        return containment.lift(logits, containment.contained_indexed(_dipoles(table, "table"), ids_a, ids_b,
+                                                                      pose_a, pose_b))
 
     def encode(self, points: torch.Tensor, normals: torch.Tensor, aabb: torch.Tensor | None = None) -> ShapeEmbedding:
         return self.encoder(points, normals, aabb)
@@ -127,8 +153,8 @@ class LOCC(CollisionNet):
 
     def __init__(self, encoder: ShapeEncoder, head_hidden: int = 256, cross_features: int = 0,
                  distance_head: bool = False, cross_cells: int = 0, cross_points: int = 0,
-                 cross_sites: str | None = None):
-        super().__init__(encoder)
+                 cross_sites: str | None = None, containment: bool = False):
+        super().__init__(encoder, containment)
         f = encoder.features
         self.cross_features, self.distance_head = int(cross_features), bool(distance_head)
         self.cross_cells, self.cross_points = int(cross_cells), int(cross_points)
@@ -158,14 +184,14 @@ class LOCC(CollisionNet):
         self.head = _mlp(2 * f + 12 + 6 + 2 + 2 * self.cross_features * len(self._kinds), head_hidden,
                          2 if self.distance_head else 1)
 
-    def _head(self, crop_a, crop_b, pose_a, pose_b, extra_a, extra_b, cross=(), with_distance=False):
+    def _head(self, crop_a, crop_b, pose_a, pose_b, extra_a, extra_b, cross=(), with_distance=False, contained=None):
+        """The head's logits (and distance), through `contained`(logits) when given."""
+        if with_distance and not self.distance_head:
+            raise ValueError("with_distance: this network was built without distance_head")
         rel = relative_pose_features(pose_a, pose_b)
         out = self.head(torch.cat([crop_a, crop_b, rel, extra_a[0], extra_b[0], extra_a[1], extra_b[1], *cross], -1))
-        if with_distance:
-            if not self.distance_head:
-                raise ValueError("with_distance: this network was built without distance_head")
-            return out[..., 0], out[..., 1]
-        return out[..., 0]
+        logits = out[..., 0] if contained is None else contained(out[..., 0])
+        return (logits, out[..., 1]) if with_distance else logits
 
     def _rows(self, features: torch.Tensor) -> torch.Tensor:
         """(..., F, M, M, M) embeddings -> (N·M³, F) cell rows, N the number of embeddings."""
@@ -275,7 +301,8 @@ class LOCC(CollisionNet):
             cross = tuple(self._cross_grouped(own, other, p_own, p_other, keep, lead, kind) for kind in self._kinds
                           for own, other, p_own, p_other, keep in ((emb_a, emb_b, pose_a, pose_b, w_a > 0),
                                                                    (emb_b, emb_a, pose_b, pose_a, w_b > 0)))
-        return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance)
+        return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance,
+                          lambda logits: self._contained(logits, emb_a, emb_b, pose_a, pose_b))
 
     def project_table(self, table: ShapeEmbedding) -> TableProjection:
         """The table's projections that `predict_indexed` reads, for every batch against `table`
@@ -336,7 +363,8 @@ class LOCC(CollisionNet):
             cross = tuple(torch.cat([one_slice(kind, e, *side)
                                      for e in (slice(s, s + CROSS_CHUNK) for s in range(0, max(len(side[0]), 1), CROSS_CHUNK))])
                           for kind in self._kinds for side in sides)
-        return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance)
+        return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance,
+                          lambda logits: self._contained_indexed(logits, table, ids_a, ids_b, pose_a, pose_b))
 
 
 class GlobalOCN(CollisionNet):
@@ -344,17 +372,21 @@ class GlobalOCN(CollisionNet):
     over all cells; an MLP reads both with the boxes' relative placement (centre offset in A's
     frame and rotation) and sizes, lengths in units of the pair's mean box diagonal."""
 
-    def __init__(self, encoder: ShapeEncoder, head_hidden: int = 256):
-        super().__init__(encoder)
+    def __init__(self, encoder: ShapeEncoder, head_hidden: int = 256, containment: bool = False):
+        super().__init__(encoder, containment)
         self.head = _mlp(2 * encoder.features + 12 + 6, head_hidden)
 
     def predict_indexed(self, table: ShapeEmbedding, ids_a: torch.Tensor, ids_b: torch.Tensor,
                         pose_a: torch.Tensor, pose_b: torch.Tensor, projection: None = None) -> torch.Tensor:
-        pooled = ShapeEmbedding(table.features.flatten(-3).mean(-1, keepdim=True)[..., None, None], table.aabb)
-        return self.predict(ShapeEmbedding(pooled.features[ids_a], table.aabb[ids_a]),
-                            ShapeEmbedding(pooled.features[ids_b], table.aabb[ids_b]), pose_a, pose_b)
+        pooled = table.features.flatten(-3).mean(-1, keepdim=True)[..., None, None]
+        logits = self._logits(ShapeEmbedding(pooled[ids_a], table.aabb[ids_a]),
+                              ShapeEmbedding(pooled[ids_b], table.aabb[ids_b]), pose_a, pose_b)
+        return self._contained_indexed(logits, table, ids_a, ids_b, pose_a, pose_b)
 
     def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):
+        return self._contained(self._logits(emb_a, emb_b, pose_a, pose_b), emb_a, emb_b, pose_a, pose_b)
+
+    def _logits(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):
         ga = emb_a.features.flatten(-3).mean(-1)
         gb = emb_b.features.flatten(-3).mean(-1)
         # Raw metres (a few cm) would leave the MLP's inputs, and so its logits, nearly constant at

@@ -8,6 +8,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from contactnet.geometry.winding import surface_dipoles
+
 
 class ShapeEmbedding(NamedTuple):
     features: torch.Tensor  # (..., F, M, M, M) per-cell features
@@ -18,6 +20,9 @@ class ShapeEmbedding(NamedTuple):
     # (..., K, 3) the encoded surface points, object frame: where LOCC's cross_points probes the
     # other object; None where a caller built the embedding without them.
     points: torch.Tensor | None = None
+    # (..., S, 7) the cloud's surface dipoles (`surface_dipoles`), object frame: what a net's
+    # containment test reads; None where a caller built the embedding without them.
+    dipoles: torch.Tensor | None = None
 
     def map(self, fn) -> "ShapeEmbedding":
         """fn applied to every field (a missing occupancy stays None), e.g. emb.map(lambda x: x[ids])."""
@@ -75,4 +80,6 @@ class ShapeEncoder(nn.Module):
         deep = self.bottleneck(self.down(skip))
         glob = deep.mean(dim=(2, 3, 4), keepdim=True).expand(-1, -1, m, m, m)
         y = self.dec(torch.cat([self.up(deep), skip, glob], 1))
-        return ShapeEmbedding(self.out(y), aabb, counts.to(y.dtype), points)
+        with torch.no_grad():  # a test's input, not a feature: no gradient to the points
+            dipoles = surface_dipoles(points, normals)
+        return ShapeEmbedding(self.out(y), aabb, counts.to(y.dtype), points, dipoles)

@@ -51,7 +51,7 @@ def predict_split(net, data_root: str | Path, split: str, groups_per_batch: int 
 def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int = 16,
              device: str | None = None, hybrid_max_error: float | None = None,
              tau_root: str | None = None, clouds: str = "full", frames: int = 1,
-             completion: str | None = None) -> dict[str, dict]:
+             completion: str | None = None, containment: bool | None = None) -> dict[str, dict]:
     """{split: collision_report} for each split (default: every test split under `data_root`).
 
     clouds: "full" surface samples, "single_view": each object as one cached depth view sees it
@@ -64,6 +64,9 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
     frames: score each query by its logit averaged over that many test-time frames of its objects
     (`predict_split`; what `CollisionChecker(frames=...)` does), tau included.
 
+    containment: switch the net's containment test (`contactnet.models.containment`) on or off
+    (None: as the checkpoint was trained).
+
     hybrid_max_error: also report the certified hybrid (`CollisionChecker(..., "hybrid")`) with
     its threshold tau chosen by `choose_tau` on the validation split of `tau_root` (default
     `data_root`; an evaluation-only set such as robosuite_real has none, so pass the training
@@ -71,7 +74,7 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
     queries deferred to the exact check, and the hybrid's accuracy and balanced accuracy.
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    net = load_model(ckpt_path, map_location=device)
+    net = load_model(ckpt_path, map_location=device, containment=containment)
     objects = load_object_set(Path(data_root) / "objects")
     splits = list(splits) if splits else finished_test_splits(data_root)
     tau = None

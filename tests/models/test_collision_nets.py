@@ -27,7 +27,11 @@ def LOCC_BOTH(encoder, head_hidden):  # noqa: N802
     return LOCC(encoder, head_hidden, cross_features=8, cross_cells=16, cross_points=32, cross_sites="both")
 
 
-NETS = [LOCC, GlobalOCN, LOCC_CROSS, LOCC_TOPK, LOCC_POINTS, LOCC_BOTH]
+def LOCC_CONTAINED(encoder, head_hidden):  # noqa: N802 (the default model's design)
+    return LOCC(encoder, head_hidden, cross_features=8, cross_points=32, containment=True)
+
+
+NETS = [LOCC, GlobalOCN, LOCC_CROSS, LOCC_TOPK, LOCC_POINTS, LOCC_BOTH, LOCC_CONTAINED]
 
 
 def _small_net(cls, grid=4):
@@ -249,7 +253,7 @@ def test_overfits_64_samples(cls):
     assert ((logits > 0).float() == labels).all()
 
 
-@pytest.mark.parametrize("cls", [LOCC, LOCC_TOPK])
+@pytest.mark.parametrize("cls", [LOCC, LOCC_TOPK, LOCC_CONTAINED])
 def test_locc_compiles_without_graph_breaks(cls):
     net = _small_net(cls).eval()
     points, normals = _clouds(2)
