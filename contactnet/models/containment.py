@@ -49,6 +49,8 @@ def contained_indexed(dipoles: torch.Tensor, ids_a: torch.Tensor, ids_b: torch.T
 
 
 def lift(logits: torch.Tensor, contained: torch.Tensor) -> torch.Tensor:
-    """Logits raised to at least CONTAINED_LOGIT where contained (the rest, and every gradient
-    outside the raised ones, unchanged)."""
-    return torch.where(contained, logits.clamp_min(CONTAINED_LOGIT), logits)
+    """Logits raised to at least CONTAINED_LOGIT where contained, the rest unchanged. The raise is
+    a constant: gradients are the head's everywhere, so a planner descending the cost from a
+    contained pose is not left on a flat plateau."""
+    head = logits.detach()
+    return torch.where(contained, head.clamp_min(CONTAINED_LOGIT) + (logits - head), logits)  # + 0, with its gradient

@@ -65,6 +65,24 @@ def test_a_contained_pair_gets_a_colliding_logit_on_every_path(cls, device):
     torch.testing.assert_close(indexed[inside], plain[inside].clamp_min(CONTAINED_LOGIT), rtol=0, atol=0)
 
 
+def test_the_raise_keeps_the_heads_gradients():
+    """A planner descending the learned cost from a contained pose gets the head's gradient, not
+    a flat plateau: the raise is a constant."""
+    torch.manual_seed(0)
+    net = LOCC(ShapeEncoder(grid=4, hidden=16, features=8, channels=8), head_hidden=16, containment=True).eval()
+    table = net.encode(*_spheres())
+    ids_a, ids_b = torch.tensor([0, 0]), torch.tensor([1, 1])
+    grads = []
+    for on in (True, False):
+        net.containment = on
+        pose_b = torch.stack([_at(0.03), _at(0.5)]).requires_grad_(True)
+        logits = net.predict_indexed(table, ids_a, ids_b, IDENTITY.expand(2, 7), pose_b)
+        (grad,) = torch.autograd.grad(logits.sum(), pose_b)
+        grads.append(grad)
+    assert logits[0] < CONTAINED_LOGIT and grads[1][0].abs().sum() > 0  # the head alone: low, with a gradient
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
+
+
 def test_it_flags_only_pairs_that_collide():
     """On uniform poses of procedural objects and their small copies (nested and interlocked
     configurations), every pair the test calls contained collides by the exact kernel, and it
