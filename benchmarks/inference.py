@@ -54,11 +54,11 @@ def main() -> None:
     points = torch.stack([torch.as_tensor(c[0], dtype=torch.float32) for c in clouds]).to(device)
     normals = torch.stack([torch.as_tensor(c[1], dtype=torch.float32) for c in clouds]).to(device)
     aabb = torch.stack([lib[i].bounds().float() for i in range(len(lib))]).to(device)
+    boundary = OmegaConf.to_container(OmegaConf.load(DEFAULT_LOCC).net)
     nets = {"locc": load_model(args.ckpt, device) if args.ckpt else LOCC(ShapeEncoder()).eval().to(device),
             "global_ocn": GlobalOCN(ShapeEncoder()).eval().to(device),
-            "locc_boundary": build_net(OmegaConf.to_container(OmegaConf.load(DEFAULT_LOCC).net)).eval().to(device)}
-    nets["locc_boundary_plain"] = build_net({**OmegaConf.to_container(OmegaConf.load(DEFAULT_LOCC).net),
-                                             "containment": False}).eval().to(device)
+            "locc_boundary": build_net(boundary).eval().to(device),
+            "locc_boundary_plain": build_net({**boundary, "containment": False}).eval().to(device)}
 
     g = torch.Generator().manual_seed(0)
     n_max = max(sizes)

@@ -39,14 +39,13 @@ def surface_dipoles(points: torch.Tensor, normals: torch.Tensor, samples: int = 
         chosen = torch.randperm(points.shape[-2], generator=torch.Generator().manual_seed(0))[:samples]
         chosen = chosen.to(points.device)
         points, normals = points[..., chosen, :], normals[..., chosen, :]
-    p, n = points, normals
-    k = min(neighbours, p.shape[-2] - 1)
+    k = min(neighbours, points.shape[-2] - 1)
     if k < 2:  # too few points to enclose anything
-        return torch.cat([p, torch.zeros_like(n), torch.ones_like(p[..., :1])], -1)
-    spacing2 = torch.cdist(p, p).square().topk(k + 1, -1, largest=False).values[..., -1]  # self is the first
+        return torch.cat([points, torch.zeros_like(normals), torch.ones_like(points[..., :1])], -1)
+    spacing2 = torch.cdist(points, points).square().topk(k + 1, -1, largest=False).values[..., -1]  # self first
     area = math.pi * spacing2 / (k - 1)
     soften = (area.mean(-1, keepdim=True) / math.pi).expand_as(area)  # a mean spacing, squared
-    return torch.cat([p, area[..., None] * n, soften[..., None]], -1)
+    return torch.cat([points, area[..., None] * normals, soften[..., None]], -1)
 
 
 def dipole_winding(dipoles: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
@@ -59,9 +58,3 @@ def dipole_winding(dipoles: torch.Tensor, queries: torch.Tensor) -> torch.Tensor
     d = p - queries[..., :, None, :]  # (..., Q, S, 3)
     r2 = d.square().sum(-1) + soften
     return ((d * an).sum(-1) * r2.rsqrt().pow(3)).sum(-1) / (4 * math.pi)
-
-
-def point_cloud_winding(points: torch.Tensor, normals: torch.Tensor, queries: torch.Tensor,
-                        samples: int = DIPOLES, neighbours: int = 16) -> torch.Tensor:
-    """(..., Q) winding numbers of queries (..., Q, 3) w.r.t. the clouds points, normals (..., K, 3)."""
-    return dipole_winding(surface_dipoles(points, normals, samples, neighbours), queries)

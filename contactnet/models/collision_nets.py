@@ -95,18 +95,17 @@ class CollisionNet(nn.Module):
         self.encoder = encoder
         self.containment = bool(containment)
 
-    def _contained(self, logits, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a, pose_b):
+    def _contained(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a, pose_b) -> torch.Tensor | None:
+        """Where one object of each pair lies inside the other (None: the test is off)."""
         if not self.containment:
-            return logits
-        for arg, emb in (("emb_a", emb_a), ("emb_b", emb_b)):
-            _dipoles(emb, arg)
-        return containment.lift(logits, containment.contained(emb_a.dipoles, emb_b.dipoles, pose_a, pose_b))
+            return None
+        return containment.contained(_dipoles(emb_a, "emb_a"), _dipoles(emb_b, "emb_b"), pose_a, pose_b)
 
-    def _contained_indexed(self, logits, table: ShapeEmbedding, ids_a, ids_b, pose_a, pose_b):
+    def _contained_indexed(self, table: ShapeEmbedding, ids_a, ids_b, pose_a, pose_b) -> torch.Tensor | None:
+        """`_contained` for queries against a table."""
         if not self.containment:
-            return logits
-        return containment.lift(logits, containment.contained_indexed(_dipoles(table, "table"), ids_a, ids_b,
-                                                                      pose_a, pose_b))
+            return None
+        return containment.contained_indexed(_dipoles(table, "table"), ids_a, ids_b, pose_a, pose_b)
 
     def encode(self, points: torch.Tensor, normals: torch.Tensor, aabb: torch.Tensor | None = None) -> ShapeEmbedding:
         return self.encoder(points, normals, aabb)
@@ -185,12 +184,12 @@ class LOCC(CollisionNet):
                          2 if self.distance_head else 1)
 
     def _head(self, crop_a, crop_b, pose_a, pose_b, extra_a, extra_b, cross=(), with_distance=False, contained=None):
-        """The head's logits (and distance), through `contained`(logits) when given."""
+        """The head's logits (and distance), raised where `contained` (`containment.lift`; None: nowhere)."""
         if with_distance and not self.distance_head:
             raise ValueError("with_distance: this network was built without distance_head")
         rel = relative_pose_features(pose_a, pose_b)
         out = self.head(torch.cat([crop_a, crop_b, rel, extra_a[0], extra_b[0], extra_a[1], extra_b[1], *cross], -1))
-        logits = out[..., 0] if contained is None else contained(out[..., 0])
+        logits = containment.lift(out[..., 0], contained)
         return (logits, out[..., 1]) if with_distance else logits
 
     def _rows(self, features: torch.Tensor) -> torch.Tensor:
@@ -302,7 +301,7 @@ class LOCC(CollisionNet):
                           for own, other, p_own, p_other, keep in ((emb_a, emb_b, pose_a, pose_b, w_a > 0),
                                                                    (emb_b, emb_a, pose_b, pose_a, w_b > 0)))
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance,
-                          lambda logits: self._contained(logits, emb_a, emb_b, pose_a, pose_b))
+                          self._contained(emb_a, emb_b, pose_a, pose_b))
 
     def project_table(self, table: ShapeEmbedding) -> TableProjection:
         """The table's projections that `predict_indexed` reads, for every batch against `table`
@@ -364,7 +363,7 @@ class LOCC(CollisionNet):
                                      for e in (slice(s, s + CROSS_CHUNK) for s in range(0, max(len(side[0]), 1), CROSS_CHUNK))])
                           for kind in self._kinds for side in sides)
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance,
-                          lambda logits: self._contained_indexed(logits, table, ids_a, ids_b, pose_a, pose_b))
+                          self._contained_indexed(table, ids_a, ids_b, pose_a, pose_b))
 
 
 class GlobalOCN(CollisionNet):
@@ -381,10 +380,10 @@ class GlobalOCN(CollisionNet):
         pooled = table.features.flatten(-3).mean(-1, keepdim=True)[..., None, None]
         logits = self._logits(ShapeEmbedding(pooled[ids_a], table.aabb[ids_a]),
                               ShapeEmbedding(pooled[ids_b], table.aabb[ids_b]), pose_a, pose_b)
-        return self._contained_indexed(logits, table, ids_a, ids_b, pose_a, pose_b)
+        return containment.lift(logits, self._contained_indexed(table, ids_a, ids_b, pose_a, pose_b))
 
     def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):
-        return self._contained(self._logits(emb_a, emb_b, pose_a, pose_b), emb_a, emb_b, pose_a, pose_b)
+        return containment.lift(self._logits(emb_a, emb_b, pose_a, pose_b), self._contained(emb_a, emb_b, pose_a, pose_b))
 
     def _logits(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):
         ga = emb_a.features.flatten(-3).mean(-1)

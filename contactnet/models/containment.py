@@ -48,9 +48,11 @@ def contained_indexed(dipoles: torch.Tensor, ids_a: torch.Tensor, ids_b: torch.T
     return torch.cat(parts)
 
 
-def lift(logits: torch.Tensor, contained: torch.Tensor) -> torch.Tensor:
-    """Logits raised to at least CONTAINED_LOGIT where contained, the rest unchanged. The raise is
-    a constant: gradients are the head's everywhere, so a planner descending the cost from a
-    contained pose is not left on a flat plateau."""
+def lift(logits: torch.Tensor, contained: torch.Tensor | None) -> torch.Tensor:
+    """Logits raised to at least CONTAINED_LOGIT where contained (None: nowhere), the rest
+    unchanged. The raise is a constant: gradients are the head's everywhere, so a planner
+    descending the cost from a contained pose is not left on a flat plateau."""
+    if contained is None:
+        return logits
     head = logits.detach()
     return torch.where(contained, head.clamp_min(CONTAINED_LOGIT) + (logits - head), logits)  # + 0, with its gradient
