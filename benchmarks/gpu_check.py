@@ -45,7 +45,7 @@ BENCHMARKS = [
     ("data_generation", ["--quick", "--device", "cuda"]),
     ("inference", ["--quick"]),
     ("planning", ["--quick", "--device", "cuda"]),
-    ("stepper", ["--quick", "--device", "cuda", "--scenes", "bowl"]),
+    ("stepper", ["--quick", "--device", "cuda", "--scenes", "bowl", "--profile", "3"]),
 ]
 NO_GPU_ROWS = {
     "mesh_contacts": "CPU against CPU peers (Klampt, python-fcl) only; no GPU rows yet",

@@ -23,6 +23,10 @@ in a CUDA graph and replayed. Bowl environments beyond 64 reuse the first 64 see
 is a smoke run that fits a lent GPU's minutes (`make gpu-check`): 64 environments, 5 timed steps
 after the full warm-up. A shorter warm-up would time the objects landing in the bowl (steps 7-20,
 up to 100 Newton iterations a step against about 30 once they rest), not the shaking.
+
+--profile N (with --device cuda) profiles N eager fixed-iteration steps after each row's timing and
+puts the ops that took the most device time (CPU time on the CPU) in the row and the printout:
+where a GPU step's time goes, which the graph's small gain over the eager step leaves open.
 """
 
 import argparse
@@ -166,6 +170,8 @@ def main() -> None:
                         help="also time the fixed-iteration (host-sync-free) mode with N Newton iterations")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="cuda: ours on the GPU (adaptive, fixed-iteration and CUDA-graph rows), no MuJoCo")
+    parser.add_argument("--profile", type=int, default=0,
+                        help="with --device cuda: profile this many eager fixed-iteration steps per row")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -243,17 +249,46 @@ def gpu_main(args, device: str = "cuda") -> None:
                     row[f"{mode}_env_steps_per_s"] = median([r["env_steps_per_s"] for r in done])
                     row[f"{mode}_newton_iterations"] = median([r["newton_iterations"] for r in done])
                     row["contacts"] = median([r["contacts"] for r in done])
+            if args.profile and runners.get("fixed") is not None:
+                profile = attempt(row, "profile", lambda: profile_steps(runners["fixed"].sim, args.profile))
+                if profile is not None:
+                    row["profile"] = profile
+                    print_table(profile, list(profile[0]))
             del runners
             if device == "cuda":
                 torch.cuda.empty_cache()
             rows.append(row)
-            print_table([row], list(row))
+            print_table([row], [k for k in row if k != "profile"])
             print(flush=True)
     print_table(rows, ["scene", "envs", "adaptive_env_steps_per_s", "fixed_env_steps_per_s",
                        "graph_env_steps_per_s", "adaptive_newton_iterations", "contacts"])
     name = torch.cuda.get_device_name() if device == "cuda" else device
     path = write_json("stepper", {"args": vars(args), "device": name, "rows": rows}, args.out)
     print(f"\nwrote {path}")
+
+
+def profile_steps(sim: Stepper, steps: int, top: int = 15) -> list[dict]:
+    """The `top` ops by self time over `steps` steps of `sim` (device time on a GPU, else CPU time),
+    per step, with their share of the total."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = sim.q.device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            sim.step()
+        synchronize(sim.q.device)
+    # torch renamed the CUDA fields "device" (2.4); older names kept as a fallback.
+    field = ("self_device_time_total", "self_cuda_time_total") if cuda else ("self_cpu_time_total",)
+
+    def self_time(event) -> float:
+        return next(getattr(event, f) for f in field if hasattr(event, f))
+
+    events = prof.key_averages()
+    total = sum(self_time(e) for e in events) or 1.0
+    ranked = sorted(events, key=self_time, reverse=True)[:top]
+    return [{"op": e.key, "calls_per_step": e.count / steps, "self_ms_per_step": self_time(e) / 1e3 / steps,
+             "share": self_time(e) / total} for e in ranked]
 
 
 def attempt(row: dict, mode: str, fn):
