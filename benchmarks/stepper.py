@@ -24,6 +24,11 @@ is a smoke run that fits a lent GPU's minutes (`make gpu-check`): 64 environment
 after the full warm-up. A shorter warm-up would time the objects landing in the bowl (steps 7-20,
 up to 100 Newton iterations a step against about 30 once they rest), not the shaking.
 
+--modes picks which of the three steps a device run times (each warms up its own scenes):
+
+    python -m benchmarks.stepper --device cuda --scenes bowl --envs 4096 --steps 5 --rounds 1 \
+        --modes fixed graph --profile 3
+
 --profile N (with --device cuda) profiles N eager fixed-iteration steps after each row's timing and
 puts the ops that took the most device time (CPU time on the CPU) in the row and the printout:
 where a GPU step's time goes, which the graph's small gain over the eager step leaves open.
@@ -39,6 +44,7 @@ from benchmarks.common import print_table, write_json
 from contactnet.sim import Stepper, scenes
 
 GPU_DISTINCT_BOWLS = 64
+DEVICE_MODES = ("adaptive", "fixed", "graph")  # --device cuda: the steps timed (graph needs CUDA)
 
 
 def build(name: str, envs: int, distinct: int | None = None):
@@ -170,8 +176,11 @@ def main() -> None:
                         help="also time the fixed-iteration (host-sync-free) mode with N Newton iterations")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="cuda: ours on the GPU (adaptive, fixed-iteration and CUDA-graph rows), no MuJoCo")
+    parser.add_argument("--modes", nargs="+", default=list(DEVICE_MODES), choices=DEVICE_MODES,
+                        help="with --device cuda: which steps to time (e.g. `fixed graph` skips the adaptive "
+                             "step's warm-up at 4096 environments)")
     parser.add_argument("--profile", type=int, default=0,
-                        help="with --device cuda: profile this many eager fixed-iteration steps per row")
+                        help="with --device cuda: profile this many eager fixed-iteration steps per row (needs the fixed mode)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -228,6 +237,7 @@ def gpu_main(args, device: str = "cuda") -> None:
              "fixed": lambda n, e, w: Ours(n, e, args.dt, w, fixed, device)}
     if device == "cuda":
         modes["graph"] = lambda n, e, w: Graphed(n, e, args.dt, w, fixed)
+    modes = {name: make for name, make in modes.items() if name in args.modes}
     rows = []
     for name, warm in warm_steps.items():
         if name not in args.scenes:
