@@ -35,6 +35,7 @@ where a GPU step's time goes, which the graph's small gain over the eager step l
 """
 
 import argparse
+import operator
 import time
 
 import numpy as np
@@ -288,12 +289,7 @@ def profile_steps(sim: Stepper, steps: int, top: int = 15) -> list[dict]:
         for _ in range(steps):
             sim.step()
         synchronize(sim.q.device)
-    # torch renamed the CUDA fields "device" (2.4); older names kept as a fallback.
-    field = ("self_device_time_total", "self_cuda_time_total") if cuda else ("self_cpu_time_total",)
-
-    def self_time(event) -> float:
-        return next(getattr(event, f) for f in field if hasattr(event, f))
-
+    self_time = operator.attrgetter("self_device_time_total" if cuda else "self_cpu_time_total")
     events = prof.key_averages()
     total = sum(self_time(e) for e in events) or 1.0
     ranked = sorted(events, key=self_time, reverse=True)[:top]

@@ -38,11 +38,10 @@ def contained(dipoles_a: torch.Tensor, dipoles_b: torch.Tensor, pose_a: torch.Te
     return inside(dipoles_a, dipoles_b, pose_a, pose_b) | inside(dipoles_b, dipoles_a, pose_b, pose_a)
 
 
-@torch.no_grad()
 def contained_indexed(dipoles: torch.Tensor, ids_a: torch.Tensor, ids_b: torch.Tensor, pose_a: torch.Tensor,
                       pose_b: torch.Tensor) -> torch.Tensor:
-    """(Q,) bool: `contained` for queries against a table's (N, S, 7) dipoles, in slices of CHUNK
-    queries (a fixed number of slices for a given batch)."""
+    """(Q,) bool: `contained` (no gradient) for queries against a table's (N, S, 7) dipoles, in
+    slices of CHUNK queries (a fixed number of slices for a given batch)."""
     parts = [contained(dipoles[ids_a[s]], dipoles[ids_b[s]], pose_a[s], pose_b[s])
              for s in (slice(i, i + CHUNK) for i in range(0, max(len(ids_a), 1), CHUNK))]
     return torch.cat(parts)
