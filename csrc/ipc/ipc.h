@@ -35,6 +35,8 @@
 //   candidates that may come closer than reach on the linear motion t0 → t1 (or at t0), in order;
 //   a conservative bound from the distance at t0 and the vertices' displacements (measured from
 //   one stencil vertex's when that bound is smaller: a motion both sides share moves no distance).
+// ipc_prune_candidates_padded(same, capacity) -> fv, ee (capacity, 2) each, counts (2,): the same
+//   rows at the front of fixed-capacity lists, -1 after them (no host read).
 //
 // ipc_ccd(vertices_t0, vertices_t1, faces, edges, fv, ee, min_distance, tmax,
 //         conservative_rescaling, max_iterations) -> (N,) time of impact in [0, tmax] (tmax: none).
@@ -53,6 +55,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 
 #include "common/checks.h"
 #include "ipc/ipc_kernels.h"
@@ -238,13 +241,12 @@ at::Tensor ipc_friction_impl(const at::Tensor& velocities, const at::Tensor& lag
 }
 
 // ---- pruning candidate lists ----------------------------------------------------------------
-// The rows of fv, ee that may come closer than `reach` on v0 → v1 (PruneFunctor), in order. The
-// count is read on the host (a sync on a device).
+// Which rows of fv, ee (face–vertex rows first) may come closer than `reach` on v0 → v1
+// (PruneFunctor), after the arguments' checks.
 template <typename Launch>
-std::tuple<at::Tensor, at::Tensor> ipc_prune_candidates_impl(
-    const at::Tensor& v0, const std::optional<at::Tensor>& v1, const at::Tensor& faces,
-    const at::Tensor& edges, const at::Tensor& fv, const at::Tensor& ee, double reach,
-    const Launch& launch) {
+at::Tensor ipc_prune_keep(const at::Tensor& v0, const std::optional<at::Tensor>& v1,
+                          const at::Tensor& faces, const at::Tensor& edges, const at::Tensor& fv,
+                          const at::Tensor& ee, double reach, const Launch& launch) {
   check_vertices(v0, "vertices_t0");
   if (v1.has_value()) {
     check_vertices(*v1, "vertices_t1");
@@ -265,6 +267,18 @@ std::tuple<at::Tensor, at::Tensor> ipc_prune_candidates_impl(
                                   scalar_t(reach), scalar_t(reach * reach),
                                   keep.data_ptr<bool>()});
   });
+  return keep;
+}
+
+// The rows of fv, ee that may come closer than `reach` on v0 → v1 (PruneFunctor), in order. The
+// count is read on the host (a sync on a device).
+template <typename Launch>
+std::tuple<at::Tensor, at::Tensor> ipc_prune_candidates_impl(
+    const at::Tensor& v0, const std::optional<at::Tensor>& v1, const at::Tensor& faces,
+    const at::Tensor& edges, const at::Tensor& fv, const at::Tensor& ee, double reach,
+    const Launch& launch) {
+  at::Tensor keep = ipc_prune_keep(v0, v1, faces, edges, fv, ee, reach, launch);
+  const int64_t nfv = fv.size(0), n = nfv + ee.size(0);
   if (!v0.is_cpu())
     return {fv.index_select(0, keep.narrow(0, 0, nfv).nonzero().squeeze(1)),
             ee.index_select(0, keep.narrow(0, nfv, n - nfv).nonzero().squeeze(1))};
@@ -285,6 +299,30 @@ std::tuple<at::Tensor, at::Tensor> ipc_prune_candidates_impl(
     return out;
   };
   return {compact(fv, 0), compact(ee, nfv)};
+}
+
+// The same rows at the front of fixed-capacity lists (-1 after them) and the (2,) counts kept,
+// which exceed capacity when rows were dropped: no output shape depends on the data, and nothing
+// is read on the host (CUDA-graph capturable).
+template <typename Launch>
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_prune_candidates_padded_impl(
+    const at::Tensor& v0, const std::optional<at::Tensor>& v1, const at::Tensor& faces,
+    const at::Tensor& edges, const at::Tensor& fv, const at::Tensor& ee, double reach,
+    int64_t capacity, const Launch& launch) {
+  TORCH_CHECK(capacity >= 0, "capacity: expected >= 0, got ", capacity);
+  at::Tensor keep = ipc_prune_keep(v0, v1, faces, edges, fv, ee, reach, launch);
+  auto compact = [&](const at::Tensor& rows, int64_t offset) {
+    at::Tensor k = keep.narrow(0, offset, rows.size(0)).contiguous();
+    at::Tensor rank = k.cumsum(0, at::kLong);
+    at::Tensor out = at::full({capacity, 2}, -1, rows.options());
+    launch(v0, rows.size(0),
+           CompactRowsFunctor{k.data_ptr<bool>(), rank.data_ptr<int64_t>(),
+                              rows.data_ptr<int64_t>(), capacity, out.data_ptr<int64_t>()});
+    return std::make_tuple(out, k.sum(at::kLong).reshape({1}));
+  };
+  auto [fv_out, fv_count] = compact(fv, 0);
+  auto [ee_out, ee_count] = compact(ee, fv.size(0));
+  return {fv_out, ee_out, at::cat({fv_count, ee_count})};
 }
 
 // ---- CCD ------------------------------------------------------------------------------------

@@ -430,6 +430,23 @@ struct PruneFunctor {
   }
 };
 
+// Row i of rows (m, 2), kept, to out[rank[i] - 1] (rank: the inclusive running count of kept
+// rows) when that is below capacity: the kept rows in order at the front of a fixed-capacity list.
+struct CompactRowsFunctor {
+  const bool* keep;     // (m,)
+  const int64_t* rank;  // (m,)
+  const int64_t* rows;  // (m, 2)
+  int64_t capacity;
+  int64_t* out;  // (capacity, 2), -1 filled
+
+  CN_HD void operator()(int64_t i) const {
+    const int64_t r = rank[i] - 1;
+    if (!keep[i] || r >= capacity) return;
+    out[2 * r] = rows[2 * i];
+    out[2 * r + 1] = rows[2 * i + 1];
+  }
+};
+
 // Time of impact of candidate i between positions v0 and v1 (linear trajectories).
 template <typename T>
 struct CcdFunctor {

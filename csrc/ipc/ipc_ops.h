@@ -130,6 +130,12 @@ struct IpcOps {
                                                      double reach) {
     return ipc_prune_candidates_impl(v0, v1, faces, edges, fv, ee, reach, L::cheap);
   }
+  static std::tuple<Tensor, Tensor, Tensor> prune_candidates_padded(
+      const Tensor& v0, const OptTensor& v1, const Tensor& faces, const Tensor& edges,
+      const Tensor& fv, const Tensor& ee, double reach, int64_t capacity) {
+    return ipc_prune_candidates_padded_impl(v0, v1, faces, edges, fv, ee, reach, capacity,
+                                            L::cheap);
+  }
 
   static Tensor ccd(const Tensor& v0, const Tensor& v1, const Tensor& faces, const Tensor& edges,
                     const Tensor& fv, const Tensor& ee, double min_distance, double tmax,
@@ -288,6 +294,10 @@ void for_each_ipc_op(Visit&& visit) {
         "(Tensor vertices_t0, Tensor? vertices_t1, Tensor faces, Tensor edges, Tensor fv, "
         "Tensor ee, float reach) -> (Tensor fv, Tensor ee)",
         &Ops::prune_candidates);
+  visit("ipc_prune_candidates_padded",
+        "(Tensor vertices_t0, Tensor? vertices_t1, Tensor faces, Tensor edges, Tensor fv, "
+        "Tensor ee, float reach, int capacity) -> (Tensor fv, Tensor ee, Tensor counts)",
+        &Ops::prune_candidates_padded);
   visit("ipc_ccd",
         "(Tensor vertices_t0, Tensor vertices_t1, Tensor faces, Tensor edges, Tensor fv, "
         "Tensor ee, float min_distance, float tmax, float conservative_rescaling, "

@@ -1,6 +1,7 @@
-"""Fixed-capacity broad phases (`collision_candidates_padded`, `swept_candidates_padded`) and the
--1 padding rows every IPC op accepts: same pairs as the variable-size search, counts that expose an
-overflow, masks, and zero contribution (no impact for CCD) from padding."""
+"""Fixed-capacity broad phases (`collision_candidates_padded`, `swept_candidates_padded`), their
+narrow phase (`prune_candidates_padded`) and the -1 padding rows every IPC op accepts: same pairs
+as the variable-size search, counts that expose an overflow, masks, and zero contribution (no
+impact for CCD) from padding."""
 
 import pytest
 import torch
@@ -90,12 +91,44 @@ def test_padding_rows_contribute_nothing(device):
     torch.testing.assert_close(ipc.barrier_potential(V, F, E, p, dhat), ipc.barrier_potential(V, F, E, c, dhat))
 
 
+@pytest.mark.parametrize("swept", [True, False])
+def test_pruning_keeps_the_list_shape(swept, device):
+    """`prune_candidates_padded`: the rows `prune_candidates` keeps, in order, at the front of
+    `capacity` rows (-1 after them), padding rows of the input dropped, the counts kept, and an
+    overflow flag when the capacity is short (the first `capacity` kept rows survive)."""
+    V, F, E = cases.random_triangle_soup(60, seed=5)
+    V1 = V + 0.03 * torch.randn(V.shape, generator=torch.Generator().manual_seed(5), dtype=V.dtype)
+    broad = ipc.swept_candidates(V, V1, F, E, 0.04)
+    pad = torch.full((3, 2), -1, dtype=torch.int64)
+    padded = ipc.Candidates(torch.cat([pad, broad.face_vertex, pad]), torch.cat([broad.edge_edge[:5], pad,
+                                                                                   broad.edge_edge[5:]]))
+    v1 = V1 if swept else None
+    want = ipc.prune_candidates(V, F, E, broad, 0.04, vertices_t1=v1)
+    assert 0 < want.count < broad.count
+    V, F, E, V1 = (t.to(device) for t in (V, F, E, V1))
+    padded = ipc.Candidates(*(t.to(device) for t in padded))
+    v1 = V1 if swept else None
+    counts = [want.face_vertex.shape[0], want.edge_edge.shape[0]]
+    for capacity in (max(counts), max(counts) + 9, min(counts) - 1, 0):
+        got = ipc.prune_candidates_padded(V, F, E, padded, 0.04, capacity, vertices_t1=v1)
+        assert got.counts.tolist() == counts
+        assert bool(got.overflow) == (capacity < max(counts))
+        for rows, kept in zip(got.candidates, want):
+            assert rows.shape == (capacity, 2)
+            n = min(capacity, kept.shape[0])
+            assert torch.equal(rows[:n].cpu(), kept[:n]) and bool((rows[n:] == -1).all())
+
+
 def test_bad_input():
     V, F, E = cases.random_triangle_soup(3)
     with pytest.raises(ValueError, match="capacity"):
         ipc.collision_candidates_padded(V, F, E, 0.1, -1)
     with pytest.raises(ValueError, match="capacity"):
         ipc.swept_candidates_padded(V, V, F, E, 2.5)
+    with pytest.raises(ValueError, match="capacity"):
+        ipc.prune_candidates_padded(V, F, E, ipc.collision_candidates(V, F, E, 0.1), 0.1, -1)
+    with pytest.raises(ValueError, match="vertices_t1"):
+        ipc.prune_candidates_padded(V, F, E, ipc.collision_candidates(V, F, E, 0.1), 0.1, 4, vertices_t1=V[:-1])
     with pytest.raises(ValueError, match="face_active"):
         ipc.collision_candidates_padded(V, F, E, 0.1, 4, face_active=torch.ones(F.shape[0] + 1, dtype=torch.bool))
     with pytest.raises(TypeError, match="edge_active"):
@@ -122,3 +155,6 @@ def test_opcheck():
     torch.library.opcheck(torch.ops.contactnet.ipc_collision_candidates_padded, (V, F, E, body, 0.2, 16))
     torch.library.opcheck(torch.ops.contactnet.ipc_collision_candidates_padded, (V, F, E, None, 0.2, 16, mask))
     torch.library.opcheck(torch.ops.contactnet.ipc_swept_candidates_padded, (V, V + 0.1, F, E, None, 0.01, 8))
+    fv, ee = ipc.swept_candidates(V, V + 0.1, F, E, 0.01)
+    torch.library.opcheck(torch.ops.contactnet.ipc_prune_candidates_padded, (V, V + 0.1, F, E, fv, ee, 0.01, 8))
+    torch.library.opcheck(torch.ops.contactnet.ipc_prune_candidates_padded, (V, None, F, E, fv, ee, 0.2, 8))

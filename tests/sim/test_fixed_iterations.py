@@ -7,8 +7,9 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from contactnet.sim import CandidateOverflow, Scene, Stepper, box_mesh
-from contactnet.sim.scenes import shake_trajectory
+from contactnet.ops import ipc
+from contactnet.sim import CandidateOverflow, Scene, Stepper, box_mesh, contact_search
+from contactnet.sim.scenes import bowl_shake, shake_trajectory
 from tests.sim.penetration_oracle import PenetrationOracle
 
 CUBE = box_mesh((0.05, 0.05, 0.05), name="cube")
@@ -74,6 +75,7 @@ def test_fixed_step_has_no_host_sync_and_no_data_dependent_shape(scenes):
             info = sim.step()
     # On the CPU the fixed-capacity lists come from the body-level search (the sweep is the GPU's).
     assert torch.ops.contactnet.ipc_body_candidates_padded.default in mode.seen
+    assert torch.ops.contactnet.ipc_prune_candidates_padded.default in mode.seen
     assert torch.ops.contactnet.ipc_ccd.default in mode.seen
     assert info.iterations == 4 and not bool(info.candidate_overflow)
     assert bool((info.contacts > 0).all()) and bool((info.min_distance > 0).all())
@@ -114,6 +116,37 @@ def test_a_few_fixed_iterations_never_penetrate_and_report_non_convergence():
     with pytest.warns(RuntimeWarning, match="did not converge within 1 iterations"):
         sim.validate()
     sim.validate()  # the record was cleared
+
+
+@pytest.mark.parametrize("search", ["body-level", "all-primitive"])
+def test_pruned_swept_lists_change_nothing_but_their_length(search, monkeypatch):
+    """Around a shaken bowl the swept boxes keep many times more pairs than can come within d̂
+    (the objects share the bowl's motion): the fixed step prunes them, with both broad phases (the
+    all-primitive one is a GPU's), and follows the unpruned step's trajectory exactly."""
+    if search == "all-primitive":
+        monkeypatch.setattr(contact_search, "_body_level", lambda *args: False)
+    prune = ipc.prune_candidates_padded
+    rows = {}
+
+    def counted(x0, faces, edges, cand, reach, capacity, vertices_t1=None):
+        kept = prune(x0, faces, edges, cand, reach, capacity, vertices_t1=vertices_t1)
+        rows["broad"] = rows.get("broad", 0) + sum(int((c[:, 0] >= 0).sum()) for c in cand)
+        rows["kept"] = rows.get("kept", 0) + int(kept.counts.sum())
+        return kept
+
+    def unpruned(x0, faces, edges, cand, reach, capacity, vertices_t1=None):
+        return ipc.PaddedCandidates(cand, torch.zeros(2, dtype=torch.int64))
+
+    trajectories = []
+    for fn in (counted, unpruned):
+        monkeypatch.setattr(ipc, "prune_candidates_padded", fn)
+        sim = Stepper(bowl_shake(seed=0), fixed_iterations=3, on_failure="ignore")
+        for _ in range(30):  # the objects land (steps 7-20), then ride the bowl
+            sim.step()
+        sim.validate()
+        trajectories.append(sim.q)
+    torch.testing.assert_close(trajectories[0], trajectories[1], atol=1e-12, rtol=0)
+    assert rows["broad"] > 10 * rows["kept"] > 0
 
 
 def test_candidate_overflow_is_reported_not_silent():

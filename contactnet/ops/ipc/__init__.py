@@ -54,6 +54,7 @@ from contactnet.ops.ipc.candidates import (
     collision_candidates_padded,
     mesh_edges,
     prune_candidates,
+    prune_candidates_padded,
     swept_candidates,
     swept_candidates_padded,
 )
@@ -143,6 +144,7 @@ __all__ = [
     "point_triangle_distance_squared_gradient",
     "point_triangle_distance_squared_hessian",
     "prune_candidates",
+    "prune_candidates_padded",
     "relative_displacement_bound",
     "swept_candidates",
     "swept_candidates_padded",

@@ -3,7 +3,8 @@ broad phases (csrc/ipc/ipc_broad_phase.h): a uniform grid for variable-size list
 sort-and-sweep for fixed-capacity (`*_padded`) lists that never read back to the host; and, for
 affine bodies, a body-level search over per-body rest-frame trees (csrc/ipc/ipc_body_broad_phase.h,
 CPU) that finds the same pairs while visiting only what is near contact; and a narrow phase that
-prunes a list to the pairs that may really come within reach (`prune_candidates`)."""
+prunes a list to the pairs that may really come within reach (`prune_candidates`, and
+`prune_candidates_padded` for fixed-capacity lists)."""
 
 from __future__ import annotations
 
@@ -137,13 +138,29 @@ def prune_candidates(vertices_t0, faces, edges, candidates: Candidates, reach: f
     dropped (a relative margin of 1e-9 covers rounding). At x0 alone the test is the barrier's
     own, d² < reach². Padding rows (-1) are dropped. The count is read on the host (a sync on a
     GPU)."""
+    return Candidates(*_ops.ipc_prune_candidates(*_prune_args(vertices_t0, vertices_t1, faces, edges, candidates,
+                                                              reach)))
+
+
+def prune_candidates_padded(vertices_t0, faces, edges, candidates: Candidates, reach: float, capacity: int,
+                            vertices_t1=None) -> PaddedCandidates:
+    """`prune_candidates` with fixed shapes and no host sync (CUDA-graph capturable): the kept rows,
+    in order, at the front of `capacity` rows of each kind (-1 after them), and the counts kept
+    (more than `capacity`: rows were dropped, see `PaddedCandidates.overflow`). Padding rows of the
+    input are dropped, so a padded broad phase's list can be narrowed to what the motion can reach:
+    its boxes keep far more pairs (around a shaken bowl, 30 to 250 times more)."""
+    args = _prune_args(vertices_t0, vertices_t1, faces, edges, candidates, reach)
+    fv, ee, counts = _ops.ipc_prune_candidates_padded(*args, check_int(capacity, "capacity", 0))
+    return PaddedCandidates(Candidates(fv, ee), counts)
+
+
+def _prune_args(vertices_t0, vertices_t1, faces, edges, candidates, reach):
     faces, edges, _ = ipc_mesh_args(vertices_t0, faces, edges, None, "vertices_t0")
     if vertices_t1 is not None:
         check_float_tensor(vertices_t1, "vertices_t1", (None, 3))
         check_same_batch({"vertices_t0": vertices_t0, "vertices_t1": vertices_t1})
     fv, ee = ipc_candidate_args(candidates, vertices_t0, faces, edges)
-    reach = check_positive(reach, "reach", allow_zero=True)
-    return Candidates(*_ops.ipc_prune_candidates(vertices_t0, vertices_t1, faces, edges, fv, ee, reach))
+    return vertices_t0, vertices_t1, faces, edges, fv, ee, check_positive(reach, "reach", allow_zero=True)
 
 
 # ---- fixed-capacity lists (sort-and-sweep) -----------------------------------------------------
@@ -278,6 +295,11 @@ def _(vertices_t0, vertices_t1, faces, edges, vertex_body, min_distance):
 @torch.library.register_fake("contactnet::ipc_prune_candidates")
 def _(vertices_t0, vertices_t1, faces, edges, fv, ee, reach):
     return _dynamic_pairs(faces), _dynamic_pairs(faces)
+
+
+@torch.library.register_fake("contactnet::ipc_prune_candidates_padded")
+def _(vertices_t0, vertices_t1, faces, edges, fv, ee, reach, capacity):
+    return _padded_pairs(faces, capacity)
 
 
 @torch.library.register_fake("contactnet::ipc_body_candidates")
