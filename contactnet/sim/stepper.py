@@ -7,8 +7,8 @@ Cholesky; every Newton step is capped by CCD so no iterate penetrates, then back
 Static bodies keep their DOFs fixed. Units: metres, seconds, kilograms; float64 throughout.
 
 The parts: the scenes packed into flat tensors (`contactnet.sim.packed`), candidate searches over
-them (`contactnet.sim.contact_search`: on the CPU a body-level broad phase over per-body rest-frame
-trees, whose cost follows the contacts, not the scene's size, and Verlet lists over it that the
+them (`contactnet.sim.contact_search`: a body-level broad phase over per-body rest-frame trees,
+whose cost follows the contacts, not the scene's size, and on the CPU Verlet lists over it that the
 adaptive mode prunes to each Newton step), the potential and its derivatives
 (`contactnet.sim.potential`, one fused op each), and the step mode (`contactnet.sim.modes`): adaptive, or with
 `fixed_iterations` one uniform flow of fixed-shape tensor ops without host syncs (a CUDA graph can
@@ -67,10 +67,9 @@ class Stepper:
     and replayed. Environments that meet the tolerance early take zero steps for the remaining
     iterations (so with enough iterations the trajectory is the adaptive one). In this mode:
       - candidate searches return a fixed number of rows of face–vertex and of edge–edge pairs,
-        padded with -1 (on the CPU `ipc.body_candidates_padded`, on a GPU the sort-and-sweep
-        `ipc.collision_candidates_padded`): `max_candidates` for the swept broad
-        phase of each Newton segment, `max_contacts` for the pairs closer than d̂ (friction,
-        forces, the first iteration); pairs beyond that are dropped and reported, never silently
+        padded with -1 (`ipc.body_candidates_padded`, on either device): `max_candidates` for
+        the swept broad phase of each Newton segment, `max_contacts` for the pairs closer than d̂
+        (friction, forces, the first iteration); pairs beyond that are dropped and reported, never silently
         (`StepInfo.candidate_overflow`, `validate`). A swept list is then pruned in place
         (`ipc.prune_candidates_padded`) to the pairs that may come within d̂ on the segment, so
         CCD, the derivatives and the line-search energies skip the rest as padding;

@@ -1,6 +1,6 @@
 // Body-level IPC candidate search (ipc_body_broad_phase.h): the host build of the body trees and
-// the host driver of the search. CPU only for now (registered in ipc_cpu.cpp, like
-// ipc_assemble_hessian); on a GPU the stepper keeps the all-primitive searches.
+// the compact host driver of the search, CPU only (registered in ipc_cpu.cpp, like
+// ipc_assemble_hessian). The fixed-capacity driver runs on either device: ipc_body_search.h.
 //
 // ipc_body_trees(rest_vertices (V, 3) float, faces (F, 3) int64, edges (E, 2) int64,
 //                vertex_body (V,) int64 in [0, num_bodies), num_bodies)
@@ -19,10 +19,6 @@
 //      x = A x0 + p of the rest vertices the trees were built from, to rounding (the node boxes
 //      carry 64 ulps of slack); a constant shift of a body's vertices must be in its p too.
 //      stats: BodySearchStat counters (body pairs tested, near, node pairs, primitive pairs).
-// ipc_body_candidates_padded(same, capacity) -> fv (capacity, 2), ee (capacity, 2), counts (2,),
-//      stats: the same pairs in fixed-size lists, as ipc_collision_candidates_padded returns them
-//      (the first `capacity` of each kind, -1 rows after them; counts = pairs found). No shape
-//      depends on the data, for the stepper's fixed-shape mode.
 #pragma once
 
 #include <algorithm>
@@ -44,6 +40,7 @@
 
 #include "ipc/ipc.h"
 #include "ipc/ipc_body_broad_phase.h"
+#include "ipc/ipc_body_search.h"
 
 namespace contactnet {
 
@@ -166,58 +163,14 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_trees
 
 // ---- search --------------------------------------------------------------------------------
 
-inline void check_body_trees(const at::Tensor& vertices, const at::Tensor& faces,
-                             const at::Tensor& edges, const at::Tensor& box, const at::Tensor& node,
-                             const at::Tensor& prim, const at::Tensor& root) {
-  check_float_input(box, "box", {-1, 6});
-  check_same_device_dtype(vertices, "vertices_t0", box, "box");
-  check_input(node, "node", {box.size(0), 3});
-  check_input(prim, "prim", {vertices.size(0) + faces.size(0) + edges.size(0)});
-  check_input(root, "root", {-1, 3});
-  for (const at::Tensor* t : {&node, &prim, &root}) {
-    TORCH_CHECK(t->scalar_type() == at::kLong, "body trees: expected int64 node, prim and root");
-    check_same_device(*t, "body trees", vertices, "vertices_t0");
-  }
-}
-
-// capacity < 0: compact lists; else `capacity` rows each, -1 past the pairs found, and counts.
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> body_candidates_cpu_impl(
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_cpu(
     const at::Tensor& v0, const std::optional<at::Tensor>& v1, const at::Tensor& faces,
     const at::Tensor& edges, const std::optional<at::Tensor>& vertex_body, const at::Tensor& q0,
     const std::optional<at::Tensor>& q1, const at::Tensor& body_pairs, const at::Tensor& box,
-    const at::Tensor& node, const at::Tensor& prim, const at::Tensor& root, double reach,
-    int64_t capacity) {
-  // Index values are not re-read here (that would cost a pass over the whole scene, which this
-  // search exists to avoid): faces and edges are the ones the trees were built from (checked
-  // there; `prim` must match their sizes), body pairs are checked against the trees.
-  check_vertices(v0, "vertices_t0");
+    const at::Tensor& node, const at::Tensor& prim, const at::Tensor& root, double reach) {
+  check_body_search(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs, box, node, prim, root,
+                    reach);
   TORCH_CHECK(v0.is_cpu(), "vertices_t0: ipc_body_candidates runs on the CPU");
-  check_input(faces, "faces", {-1, 3});
-  check_input(edges, "edges", {-1, 2});
-  TORCH_CHECK(faces.scalar_type() == at::kLong && edges.scalar_type() == at::kLong,
-              "faces, edges: expected int64");
-  check_body_trees(v0, faces, edges, box, node, prim, root);
-  const int64_t nb = root.size(0);
-  check_float_input(q0, "q_t0", {nb, 12});
-  check_same_device_dtype(v0, "vertices_t0", q0, "q_t0");
-  if (v1.has_value()) {
-    check_vertices(*v1, "vertices_t1");
-    check_same_device_dtype(v0, "vertices_t0", *v1, "vertices_t1");
-    check_same_batch(v0, "vertices_t0", *v1, "vertices_t1");
-    TORCH_CHECK(q1.has_value(), "q_t1: expected with vertices_t1 (a swept search)");
-  }
-  if (q1.has_value()) {
-    TORCH_CHECK(v1.has_value(), "vertices_t1: expected with q_t1 (a swept search)");
-    check_float_input(*q1, "q_t1", {nb, 12});
-    check_same_device_dtype(v0, "vertices_t0", *q1, "q_t1");
-  }
-  if (vertex_body.has_value()) {
-    check_input(*vertex_body, "vertex_body", {v0.size(0)});
-    TORCH_CHECK(vertex_body->scalar_type() == at::kLong, "vertex_body: expected int64");
-  }
-  check_index_input(body_pairs, "body_pairs", {-1, 2}, nb);
-  TORCH_CHECK(reach > 0 || (v1.has_value() && reach >= 0), "reach: expected > 0 (>= 0 swept), got ",
-              reach);
   const auto lopt = faces.options();
   const int64_t items = 3 * body_pairs.size(0);
   // Per item its roots (ra, rb, a, b) and counters; per part of a near item (Part) what it found
@@ -232,26 +185,8 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> body_candidate
   std::vector<std::array<int64_t, kBodySearchStats>> part_stats;
   AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_body_candidates", [&] {
     using T = scalar_t;
-    BodyPairTraversal<T> t{};
-    const int64_t* body = vertex_body.has_value() ? vertex_body->data_ptr<int64_t>() : nullptr;
-    // The filters of ipc_collision_candidates (dhat2 = reach²) / ipc_swept_candidates (none).
-    const T dhat2 = v1.has_value() ? T(-1.0) : T(reach * reach);
-    t.fv_filter = CandidatePairFilter<T>{false, v0.data_ptr<T>(), faces.data_ptr<int64_t>(),
-                                         edges.data_ptr<int64_t>(), body, dhat2};
-    t.ee_filter = t.fv_filter;
-    t.ee_filter.self = true;
-    t.v0 = v0.data_ptr<T>();
-    t.v1 = v1.has_value() ? v1->data_ptr<T>() : nullptr;
-    t.faces = faces.data_ptr<int64_t>();
-    t.edges = edges.data_ptr<int64_t>();
-    t.q0 = q0.data_ptr<T>();
-    t.q1 = q1.has_value() ? q1->data_ptr<T>() : nullptr;
-    t.pairs = body_pairs.data_ptr<int64_t>();
-    t.box = box.data_ptr<T>();
-    t.node = node.data_ptr<int64_t>();
-    t.prim = prim.data_ptr<int64_t>();
-    t.root = root.data_ptr<int64_t>();
-    t.inflate = T(0.5 * reach);
+    const BodyPairTraversal<T> t = body_traversal<T>(v0, v1, faces, edges, vertex_body, q0, q1,
+                                                     body_pairs, box, node, prim, root, reach);
     struct Append {
       std::vector<int64_t>* pairs;
       void operator()(int64_t a, int64_t b) {
@@ -291,47 +226,19 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> body_candidate
   });
   const int64_t tasks = static_cast<int64_t>(found.size());
   auto task_kind = [&](int64_t j) { return parts[j].item % 3 == 2 ? 1 : 0; };
-  at::Tensor counts = at::zeros({2}, lopt);
-  int64_t* n = counts.data_ptr<int64_t>();
+  int64_t n[2] = {0, 0};
   for (int64_t j = 0; j < tasks; ++j) n[task_kind(j)] += static_cast<int64_t>(found[j].size()) / 2;
-  at::Tensor fv = capacity < 0 ? at::empty({n[0], 2}, lopt) : at::full({capacity, 2}, -1, lopt);
-  at::Tensor ee = capacity < 0 ? at::empty({n[1], 2}, lopt) : at::full({capacity, 2}, -1, lopt);
+  at::Tensor fv = at::empty({n[0], 2}, lopt), ee = at::empty({n[1], 2}, lopt);
   int64_t* out[2] = {fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>()};
-  int64_t room[2] = {2 * fv.size(0), 2 * ee.size(0)};  // values left to write
+  for (int64_t j = 0; j < tasks; ++j)
+    out[task_kind(j)] = std::copy(found[j].begin(), found[j].end(), out[task_kind(j)]);
   at::Tensor counters = at::zeros({kBodySearchStats}, lopt);
   int64_t* c = counters.data_ptr<int64_t>();
-  for (int64_t j = 0; j < tasks; ++j) {
-    const int kind = task_kind(j);
-    const int64_t m = std::min(room[kind], static_cast<int64_t>(found[j].size()));
-    out[kind] = std::copy_n(found[j].begin(), m, out[kind]);
-    room[kind] -= m;
-  }
   for (const auto& s : stats)
     for (int k = 0; k < kBodySearchStats; ++k) c[k] += s[k];
   for (const auto& s : part_stats)
     for (int k = 0; k < kBodySearchStats; ++k) c[k] += s[k];
-  return {fv, ee, counts, counters};
-}
-
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_cpu(
-    const at::Tensor& v0, const std::optional<at::Tensor>& v1, const at::Tensor& faces,
-    const at::Tensor& edges, const std::optional<at::Tensor>& vertex_body, const at::Tensor& q0,
-    const std::optional<at::Tensor>& q1, const at::Tensor& body_pairs, const at::Tensor& box,
-    const at::Tensor& node, const at::Tensor& prim, const at::Tensor& root, double reach) {
-  auto r = body_candidates_cpu_impl(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs, box,
-                                    node, prim, root, reach, -1);
-  return {std::get<0>(r), std::get<1>(r), std::get<3>(r)};
-}
-
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_padded_cpu(
-    const at::Tensor& v0, const std::optional<at::Tensor>& v1, const at::Tensor& faces,
-    const at::Tensor& edges, const std::optional<at::Tensor>& vertex_body, const at::Tensor& q0,
-    const std::optional<at::Tensor>& q1, const at::Tensor& body_pairs, const at::Tensor& box,
-    const at::Tensor& node, const at::Tensor& prim, const at::Tensor& root, double reach,
-    int64_t capacity) {
-  TORCH_CHECK(capacity >= 0, "capacity: expected >= 0, got ", capacity);
-  return body_candidates_cpu_impl(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs, box, node,
-                                  prim, root, reach, capacity);
+  return {fv, ee, counters};
 }
 
 }  // namespace contactnet

@@ -209,11 +209,6 @@ TORCH_LIBRARY_FRAGMENT(contactnet, m) {
       "Tensor node, Tensor prim, Tensor root, float reach) -> (Tensor fv, Tensor ee, "
       "Tensor stats)");
   m.def(
-      "ipc_body_candidates_padded(Tensor vertices_t0, Tensor? vertices_t1, Tensor faces, "
-      "Tensor edges, Tensor? vertex_body, Tensor q_t0, Tensor? q_t1, Tensor body_pairs, "
-      "Tensor box, Tensor node, Tensor prim, Tensor root, float reach, int capacity) -> "
-      "(Tensor fv, Tensor ee, Tensor counts, Tensor stats)");
-  m.def(
       "ipc_cholesky_solve(Tensor(a!) hessian, Tensor gradient, Tensor shift, Tensor? fixed=None) "
       "-> (Tensor solution, Tensor factorised)");
 }
@@ -224,7 +219,6 @@ TORCH_LIBRARY_IMPL(contactnet, CPU, m) {
   m.impl("ipc_assemble_hessian", &assemble_hessian_cpu);
   m.impl("ipc_body_trees", &ipc_body_trees_cpu);
   m.impl("ipc_body_candidates", &ipc_body_candidates_cpu);
-  m.impl("ipc_body_candidates_padded", &ipc_body_candidates_padded_cpu);
   m.impl("ipc_cholesky_solve", &ipc_cholesky_solve_cpu);
 }
 

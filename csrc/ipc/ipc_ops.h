@@ -2,15 +2,15 @@
 // implementation parameterised by a device's launchers. ipc_cpu.cpp defines the schemas from this
 // list and registers it for the CPU, ipc_cuda.cu registers the same list for CUDA, so the two
 // devices cannot register different op sets. (ipc_assemble_hessian, a CPU-only helper, is
-// defined and registered in ipc_cpu.cpp alone; see ipc.h. So are the body-level search's
-// ipc_body_trees / ipc_body_candidates[_padded], host drivers for now: ipc_body_candidates.h.)
+// defined and registered in ipc_cpu.cpp alone; see ipc.h. So are the body-level search's tree
+// build and compact driver, ipc_body_trees / ipc_body_candidates: ipc_body_candidates.h.)
 //
 // Launchers L: a struct of static launchers, one per cost class of per-index work:
 //   L::cheap    distances, barrier, potential values and gradients, friction values and gradients
 //   L::heavy    friction Hessians, CCD (~10 µs per candidate)
 //   L::hessian  projected barrier Hessians (a host launcher may share features, see ipc.h)
 //   L::grid     the uniform-grid broad phase (a host launcher may collect pairs in one pass)
-//   L::sweep    the sort-and-sweep broad phase
+//   L::sweep    the sort-and-sweep broad phase, the body-level search's traversal parts
 //   L::block    one 12×12 body block per index (the fused body-pair chain rule)
 //   L::ordered  indices that add into shared rows: in order on the host (deterministic sums),
 //               atomic on a device
@@ -26,6 +26,7 @@
 #include "ipc/affine_potential.h"
 #include "ipc/body_derivatives.h"
 #include "ipc/ipc.h"
+#include "ipc/ipc_body_search.h"
 #include "ipc/ipc_candidates.h"
 #include "ipc/newton_steps.h"
 
@@ -92,6 +93,14 @@ struct IpcOps {
     return ipc_swept_candidates_padded_impl(v0, v1, faces, edges, vertex_body, min_distance,
                                             capacity, vertex_active, face_active, edge_active,
                                             L::sweep);
+  }
+  static std::tuple<Tensor, Tensor, Tensor, Tensor> body_candidates_padded(
+      const Tensor& v0, const OptTensor& v1, const Tensor& faces, const Tensor& edges,
+      const OptTensor& vertex_body, const Tensor& q0, const OptTensor& q1,
+      const Tensor& body_pairs, const Tensor& box, const Tensor& node, const Tensor& prim,
+      const Tensor& root, double reach, int64_t capacity) {
+    return ipc_body_candidates_padded_impl(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs,
+                                           box, node, prim, root, reach, capacity, L::sweep);
   }
 
   // Order 0: energy, 1: gradient (the cheap launcher computes both in one pass).
@@ -271,6 +280,12 @@ void for_each_ipc_op(Visit&& visit) {
         "Tensor? face_active=None, Tensor? edge_active=None) -> (Tensor fv, Tensor ee, "
         "Tensor counts)",
         &Ops::swept_candidates_padded);
+  visit("ipc_body_candidates_padded",
+        "(Tensor vertices_t0, Tensor? vertices_t1, Tensor faces, Tensor edges, "
+        "Tensor? vertex_body, Tensor q_t0, Tensor? q_t1, Tensor body_pairs, Tensor box, "
+        "Tensor node, Tensor prim, Tensor root, float reach, int capacity) -> (Tensor fv, "
+        "Tensor ee, Tensor counts, Tensor stats)",
+        &Ops::body_candidates_padded);
 
   const char* potential =
       "(Tensor vertices, Tensor rest_vertices, Tensor faces, Tensor edges, Tensor fv, Tensor ee, "

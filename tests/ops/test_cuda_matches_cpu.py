@@ -254,6 +254,33 @@ def test_prune_candidates():
         close(want.edge_edge, got.edge_edge, name="ee")
 
 
+@pytest.mark.parametrize("swept", [False, True])
+def test_body_candidates_padded(swept):
+    """The fixed-capacity body-level search (the GPU stepper's) lists the CPU's pairs, in its order:
+    a shaken bowl's bodies after a few steps, static and along a move."""
+    from contactnet.sim import Stepper, contact_search, scenes
+
+    sim = Stepper([scenes.bowl_shake(seed=s) for s in range(3)], on_failure="ignore")
+    for _ in range(25):
+        sim.step()
+    packed, q0 = sim.packed, sim.q
+    q1 = q0 + sim.qdot * sim.dt if swept else None
+    x0, x1 = packed.positions(q0), None if q1 is None else packed.positions(q1)
+    xs0, qs0, xs1, qs1 = contact_search._shifted(packed, x0, x1, q0, q1)
+    args = (xs0, packed.faces, packed.edges, packed.trees, qs0, packed.body_pairs, 2e-3)
+    kwargs = dict(vertices_t1=xs1, q_t1=qs1, vertex_body=packed.vertex_group)
+    want = ipc.body_candidates_padded(*args, 20000, **kwargs)
+    assert int(want.counts.min()) > 20
+    dev = lambda t: None if t is None else t.to(DEVICE)  # noqa: E731
+    trees = ipc.BodyTrees(*to_dev(*packed.trees))
+    got = ipc.body_candidates_padded(dev(xs0), dev(packed.faces), dev(packed.edges), trees, dev(qs0),
+                                     dev(packed.body_pairs), 2e-3, 20000, vertices_t1=dev(xs1), q_t1=dev(qs1),
+                                     vertex_body=dev(packed.vertex_group))
+    close(want.counts, got.counts, name="counts")
+    close(want.candidates.face_vertex, got.candidates.face_vertex, name="fv")
+    close(want.candidates.edge_edge, got.candidates.edge_edge, name="ee")
+
+
 def test_affine_potential_and_derivatives():
     """The stepper's fused potential (CPU inputs from a CPU stepper, moved): energy, gradient and the
     dense PSD-projected Hessian, with friction and padding rows."""

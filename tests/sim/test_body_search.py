@@ -183,6 +183,34 @@ def test_padded_body_search_matches_and_reports_overflow():
     assert pair_set(search(packed, x, None, 5e-3, q)) == pair_set(want)
 
 
+@pytest.mark.parametrize("swept", [False, True])
+def test_padded_body_search_lists_the_compact_pairs_in_order(swept):
+    """The fixed-capacity driver (count, scan, write: what a GPU runs) lists the compact CPU
+    driver's pairs in the same order at any thread count; a short capacity keeps the first rows."""
+    packed = pack_scenes([random_scene(0), random_scene(1)], 0.5, 1e8, torch.device("cpu"))
+    q0 = random_states(packed, torch.Generator().manual_seed(4), spread=0.16, stretch=0.05)
+    q1 = q0 + 1e-3 * torch.randn(q0.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    q1 = q1 if swept else None
+    x0, x1 = packed.positions(q0), None if q1 is None else packed.positions(q1)
+    xs0, qs0, xs1, qs1 = contact_search._shifted(packed, x0, x1, q0, q1)
+    args = (xs0, packed.faces, packed.edges, packed.trees, qs0, packed.body_pairs, 1e-2)
+    kwargs = dict(vertices_t1=xs1, q_t1=qs1, vertex_body=packed.vertex_group)
+    want = ipc.body_candidates(*args, **kwargs).candidates
+    counts = [want.face_vertex.shape[0], want.edge_edge.shape[0]]
+    assert min(counts) > 50
+    before = torch.get_num_threads()
+    try:
+        for threads, capacity in ((1, max(counts) + 3), (3, max(counts) + 3), (2, min(counts) - 7)):
+            torch.set_num_threads(threads)
+            got = ipc.body_candidates_padded(*args, capacity, **kwargs)
+            assert got.counts.tolist() == counts and bool(got.overflow) == (capacity < max(counts))
+            for rows, kept in zip(got.candidates, want):
+                n = min(capacity, kept.shape[0])
+                assert torch.equal(rows[:n], kept[:n]) and bool((rows[n:] == -1).all())
+    finally:
+        torch.set_num_threads(before)
+
+
 # ---- cost: traversal counters, no timing -----------------------------------------------------
 
 
@@ -271,7 +299,7 @@ def test_a_far_100k_triangle_body_costs_no_traversal():
 
 def run(scene_list, steps: int, body_level: bool, monkeypatch, **kwargs) -> torch.Tensor:
     if not body_level:
-        monkeypatch.setattr(contact_search, "_body_level", lambda *a: False)
+        monkeypatch.setattr(contact_search, "_body_level", lambda *args, **kwargs: False)
     sim = Stepper(scene_list, on_failure="ignore", **kwargs)
     qs = []
     for _ in range(steps):

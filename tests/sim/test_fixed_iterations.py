@@ -73,7 +73,7 @@ def test_fixed_step_has_no_host_sync_and_no_data_dependent_shape(scenes):
     with NoHostSync() as mode:
         for _ in range(2):
             info = sim.step()
-    # On the CPU the fixed-capacity lists come from the body-level search (the sweep is the GPU's).
+    # The fixed-capacity lists come from the body-level search (on a GPU too).
     assert torch.ops.contactnet.ipc_body_candidates_padded.default in mode.seen
     assert torch.ops.contactnet.ipc_prune_candidates_padded.default in mode.seen
     assert torch.ops.contactnet.ipc_ccd.default in mode.seen
@@ -122,9 +122,10 @@ def test_a_few_fixed_iterations_never_penetrate_and_report_non_convergence():
 def test_pruned_swept_lists_change_nothing_but_their_length(search, monkeypatch):
     """Around a shaken bowl the swept boxes keep many times more pairs than can come within d̂
     (the objects share the bowl's motion): the fixed step prunes them, with both broad phases (the
-    all-primitive one is a GPU's), and follows the unpruned step's trajectory exactly."""
+    all-primitive sweep serves callers without the bodies' states), and follows the unpruned step's
+    trajectory exactly."""
     if search == "all-primitive":
-        monkeypatch.setattr(contact_search, "_body_level", lambda *args: False)
+        monkeypatch.setattr(contact_search, "_body_level", lambda *args, **kwargs: False)
     prune = ipc.prune_candidates_padded
     rows = {}
 

@@ -225,7 +225,8 @@ class BodySearch(NamedTuple):
 def body_trees(rest_vertices, faces, edges, vertex_body, num_bodies: int) -> BodyTrees:
     """Build once the trees of `body_candidates`: per body (vertex_body (V,) int64 in
     [0, num_bodies)), a median-split box tree of its vertices, faces and edges at rest_vertices
-    (V, 3), the bodies' rest frames. A face / edge belongs to its first vertex's body. CPU tensors."""
+    (V, 3), the bodies' rest frames. A face / edge belongs to its first vertex's body. CPU tensors
+    (moved to a device, the trees serve `body_candidates_padded` there)."""
     faces, edges, vertex_body = ipc_mesh_args(rest_vertices, faces, edges, vertex_body, "rest_vertices")
     if vertex_body is None:
         raise TypeError("vertex_body: expected a (V,) int64 tensor of body ids, got None")
@@ -254,8 +255,9 @@ def body_candidates(vertices_t0, faces, edges, trees: BodyTrees, q_t0, body_pair
 def body_candidates_padded(vertices_t0, faces, edges, trees: BodyTrees, q_t0, body_pairs, reach: float,
                            capacity: int, vertices_t1=None, q_t1=None, vertex_body=None) -> PaddedCandidates:
     """`body_candidates` in fixed-size lists, as `collision_candidates_padded` returns them:
-    `capacity` rows of each kind, -1 past the pairs found, and the counts found (no output shape
-    depends on the data, so the stepper's fixed-shape mode can use it on the CPU)."""
+    `capacity` rows of each kind (the first pairs in `body_candidates`' order), -1 past the pairs
+    found, and the counts found. On either device (the trees moved there), with no output shape
+    depending on the data and no host read: the stepper's fixed-shape mode runs it in CUDA graphs."""
     args = _body_args(vertices_t0, faces, edges, trees, q_t0, body_pairs, reach, vertices_t1, q_t1, vertex_body)
     fv, ee, counts, _ = _ops.ipc_body_candidates_padded(*args, check_int(capacity, "capacity", 0))
     return PaddedCandidates(Candidates(fv, ee), counts)

@@ -1,0 +1,192 @@
+// The body-level IPC candidate search (ipc_body_broad_phase.h) on either device: the checks and
+// traversal set-up its drivers share, and its fixed-capacity driver. The tree build and the
+// compact CPU driver (ipc_body_trees, ipc_body_candidates) are in ipc_body_candidates.h.
+//
+// ipc_body_candidates_padded(vertices_t0, vertices_t1?, faces, edges, vertex_body?, q_t0, q_t1?,
+//                            body_pairs, box, node, prim, root, reach, capacity)
+//   -> fv (capacity, 2), ee (capacity, 2), counts (2,), stats (4,): the pairs of
+//      ipc_body_candidates (same order) in fixed-size lists, as ipc_collision_candidates_padded
+//      returns them (the first `capacity` of each kind, -1 rows after them; counts = pairs found).
+//      One thread per part of an item (item · 2^kBodySplitDepth + sub), two passes: count, then
+//      write at the exclusive scan of the counts. No shape depends on the data and nothing is
+//      read on the host, so the stepper's fixed-shape mode can run it in a CUDA graph.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <tuple>
+
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
+
+#include "common/checks.h"
+#include "ipc/ipc.h"
+#include "ipc/ipc_body_broad_phase.h"
+
+namespace contactnet {
+
+inline void check_body_trees(const at::Tensor& vertices, const at::Tensor& faces,
+                             const at::Tensor& edges, const at::Tensor& box, const at::Tensor& node,
+                             const at::Tensor& prim, const at::Tensor& root) {
+  check_float_input(box, "box", {-1, 6});
+  check_same_device_dtype(vertices, "vertices_t0", box, "box");
+  check_input(node, "node", {box.size(0), 3});
+  check_input(prim, "prim", {vertices.size(0) + faces.size(0) + edges.size(0)});
+  check_input(root, "root", {-1, 3});
+  for (const at::Tensor* t : {&node, &prim, &root}) {
+    TORCH_CHECK(t->scalar_type() == at::kLong, "body trees: expected int64 node, prim and root");
+    check_same_device(*t, "body trees", vertices, "vertices_t0");
+  }
+}
+
+// The arguments of a body-level search. Index values are not re-read here (that would cost a
+// pass over the whole scene, which this search exists to avoid): faces and edges are the ones the
+// trees were built from (checked there; `prim` must match their sizes), body pairs are checked
+// against the trees.
+inline void check_body_search(const at::Tensor& v0, const std::optional<at::Tensor>& v1,
+                              const at::Tensor& faces, const at::Tensor& edges,
+                              const std::optional<at::Tensor>& vertex_body, const at::Tensor& q0,
+                              const std::optional<at::Tensor>& q1, const at::Tensor& body_pairs,
+                              const at::Tensor& box, const at::Tensor& node,
+                              const at::Tensor& prim, const at::Tensor& root, double reach) {
+  check_vertices(v0, "vertices_t0");
+  check_input(faces, "faces", {-1, 3});
+  check_input(edges, "edges", {-1, 2});
+  TORCH_CHECK(faces.scalar_type() == at::kLong && edges.scalar_type() == at::kLong,
+              "faces, edges: expected int64");
+  check_same_device(faces, "faces", v0, "vertices_t0");
+  check_same_device(edges, "edges", v0, "vertices_t0");
+  check_body_trees(v0, faces, edges, box, node, prim, root);
+  const int64_t nb = root.size(0);
+  check_float_input(q0, "q_t0", {nb, 12});
+  check_same_device_dtype(v0, "vertices_t0", q0, "q_t0");
+  if (v1.has_value()) {
+    check_vertices(*v1, "vertices_t1");
+    check_same_device_dtype(v0, "vertices_t0", *v1, "vertices_t1");
+    check_same_batch(v0, "vertices_t0", *v1, "vertices_t1");
+    TORCH_CHECK(q1.has_value(), "q_t1: expected with vertices_t1 (a swept search)");
+  }
+  if (q1.has_value()) {
+    TORCH_CHECK(v1.has_value(), "vertices_t1: expected with q_t1 (a swept search)");
+    check_float_input(*q1, "q_t1", {nb, 12});
+    check_same_device_dtype(v0, "vertices_t0", *q1, "q_t1");
+  }
+  if (vertex_body.has_value()) {
+    check_input(*vertex_body, "vertex_body", {v0.size(0)});
+    TORCH_CHECK(vertex_body->scalar_type() == at::kLong, "vertex_body: expected int64");
+    check_same_device(*vertex_body, "vertex_body", v0, "vertices_t0");
+  }
+  check_index_input(body_pairs, "body_pairs", {-1, 2}, nb);
+  check_same_device(body_pairs, "body_pairs", v0, "vertices_t0");
+  TORCH_CHECK(reach > 0 || (v1.has_value() && reach >= 0), "reach: expected > 0 (>= 0 swept), got ",
+              reach);
+}
+
+// The traversal of a checked search, with the filters of ipc_collision_candidates (dhat2 =
+// reach²) / ipc_swept_candidates (none).
+template <typename T>
+BodyPairTraversal<T> body_traversal(const at::Tensor& v0, const std::optional<at::Tensor>& v1,
+                                    const at::Tensor& faces, const at::Tensor& edges,
+                                    const std::optional<at::Tensor>& vertex_body,
+                                    const at::Tensor& q0, const std::optional<at::Tensor>& q1,
+                                    const at::Tensor& body_pairs, const at::Tensor& box,
+                                    const at::Tensor& node, const at::Tensor& prim,
+                                    const at::Tensor& root, double reach) {
+  BodyPairTraversal<T> t{};
+  const int64_t* body = vertex_body.has_value() ? vertex_body->data_ptr<int64_t>() : nullptr;
+  const T dhat2 = v1.has_value() ? T(-1.0) : T(reach * reach);
+  t.fv_filter = CandidatePairFilter<T>{false, v0.data_ptr<T>(), faces.data_ptr<int64_t>(),
+                                       edges.data_ptr<int64_t>(), body, dhat2};
+  t.ee_filter = t.fv_filter;
+  t.ee_filter.self = true;
+  t.v0 = v0.data_ptr<T>();
+  t.v1 = v1.has_value() ? v1->data_ptr<T>() : nullptr;
+  t.faces = faces.data_ptr<int64_t>();
+  t.edges = edges.data_ptr<int64_t>();
+  t.q0 = q0.data_ptr<T>();
+  t.q1 = q1.has_value() ? q1->data_ptr<T>() : nullptr;
+  t.pairs = body_pairs.data_ptr<int64_t>();
+  t.box = box.data_ptr<T>();
+  t.node = node.data_ptr<int64_t>();
+  t.prim = prim.data_ptr<int64_t>();
+  t.root = root.data_ptr<int64_t>();
+  t.inflate = T(0.5 * reach);
+  return t;
+}
+
+constexpr int64_t kBodyParts = int64_t(1) << kBodySplitDepth;  // threads per item
+
+// Thread j = item · kBodyParts + sub: part `sub` of item's traversal (nothing where the item is far
+// or its tree a is not split that deep). Pass 1 (count != null) counts its pairs and cost counters;
+// pass 2 writes its pairs at offset[j] of its kind's list (rows < capacity). In (item, sub) order,
+// as the compact CPU driver concatenates its parts: the same lists.
+template <typename T>
+struct BodyPartFunctor {
+  BodyPairTraversal<T> t;
+  int64_t* count;        // pass 1: (threads,)
+  int64_t* stats;        // pass 1: (threads, kBodySearchStats)
+  const int64_t* offset;  // pass 2: (threads,)
+  int64_t* fv;           // pass 2: (capacity, 2)
+  int64_t* ee;
+  int64_t capacity;
+
+  CN_HD void operator()(int64_t j) const {
+    const int64_t item = j / kBodyParts, sub = j % kBodyParts;
+    int64_t scratch[kBodySearchStats], unused[kBodySearchStats];
+    int64_t* s = count ? stats + kBodySearchStats * j : scratch;
+    for (int k = 0; k < kBodySearchStats; ++k) s[k] = unused[k] = 0;
+    int64_t ra, rb, a, b;
+    // The body pair's box test counts once, in its first part.
+    const bool near = t.item_roots(item, sub == 0 ? s : unused, ra, rb, a, b);
+    typename SweepFunctor<T>::CappedWrite sink{
+        count ? nullptr : (item % 3 == 2 ? ee : fv), count ? 0 : offset[j], capacity, 0};
+    if (near && sub < (int64_t(1) << t.split_depth(ra)))
+      t.visit_part(item, sub, ra, rb, a, b, sink, s);
+    if (count) count[j] = sink.n;
+  }
+};
+
+template <typename Launch>
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_padded_impl(
+    const at::Tensor& v0, const std::optional<at::Tensor>& v1, const at::Tensor& faces,
+    const at::Tensor& edges, const std::optional<at::Tensor>& vertex_body, const at::Tensor& q0,
+    const std::optional<at::Tensor>& q1, const at::Tensor& body_pairs, const at::Tensor& box,
+    const at::Tensor& node, const at::Tensor& prim, const at::Tensor& root, double reach,
+    int64_t capacity, const Launch& launch) {
+  check_body_search(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs, box, node, prim, root,
+                    reach);
+  TORCH_CHECK(capacity >= 0, "capacity: expected >= 0, got ", capacity);
+  const auto lopt = faces.options();
+  const int64_t threads = 3 * body_pairs.size(0) * kBodyParts;
+  at::Tensor fv = at::full({capacity, 2}, -1, lopt), ee = at::full({capacity, 2}, -1, lopt);
+  at::Tensor count = at::zeros({threads}, lopt);
+  at::Tensor stats = at::zeros({threads, kBodySearchStats}, lopt);
+  // Per kind, each thread's first row: the exclusive running count of its kind's threads.
+  const at::Tensor is_ee = at::arange(threads, lopt).div(kBodyParts, "floor").remainder(3).eq(2);
+  at::Tensor counts;
+  AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_body_candidates_padded", [&] {
+    BodyPartFunctor<scalar_t> f{body_traversal<scalar_t>(v0, v1, faces, edges, vertex_body, q0, q1,
+                                                         body_pairs, box, node, prim, root, reach),
+                                count.data_ptr<int64_t>(), stats.data_ptr<int64_t>(), nullptr,
+                                nullptr, nullptr, capacity};
+    launch(v0, threads, f);
+    const at::Tensor n_ee = at::where(is_ee, count, 0), n_fv = count.sub(n_ee);
+    const at::Tensor offset =
+        at::where(is_ee, n_ee.cumsum(0).sub(n_ee), n_fv.cumsum(0).sub(n_fv)).contiguous();
+    counts = at::stack({n_fv.sum(), n_ee.sum()});
+    f.count = f.stats = nullptr;
+    f.offset = offset.data_ptr<int64_t>();
+    f.fv = fv.data_ptr<int64_t>();
+    f.ee = ee.data_ptr<int64_t>();
+    launch(v0, threads, f);
+  });
+  return {fv, ee, counts, stats.sum(0)};
+}
+
+}  // namespace contactnet
