@@ -1,6 +1,9 @@
 // Runs a per-index functor over [0, n) on torch's intra-op thread pool.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
+
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 
@@ -24,6 +27,18 @@ struct CpuLauncher {
   template <typename F>
   void operator()(const at::Tensor& /*like*/, int64_t n, const F& f) const {
     parallel_for_each(n, grain, f);
+  }
+};
+
+// For indices of very uneven cost (a tree traversal near contact against one far from it): the
+// threads take them one at a time from a shared counter, so none is left with the costly ones.
+struct CpuDynamicLauncher {
+  template <typename F>
+  void operator()(const at::Tensor& /*like*/, int64_t n, const F& f) const {
+    std::atomic<int64_t> next{0};
+    at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), n), 1, [&](int64_t, int64_t) {
+      for (int64_t i; (i = next.fetch_add(1)) < n;) f(i);
+    });
   }
 };
 

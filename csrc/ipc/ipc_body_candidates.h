@@ -46,12 +46,15 @@ namespace contactnet {
 
 // ---- build ---------------------------------------------------------------------------------
 
+// One body's tree of one kind: its nodes (rows counted from the tree's root), over the slots
+// [begin, end) of the shared primitive arrays, which it reorders into leaf order in place. Trees
+// own disjoint slots, so they are built in parallel.
 template <typename T>
 struct BodyTreeBuilder {
-  std::vector<T> box;        // 6 per node
-  std::vector<int64_t> node;  // 3 per node
-  std::vector<int64_t> prim;  // leaf order
-  std::vector<T> prim_box;    // rest boxes of the primitives being built, 6 per slot of `prim`
+  std::vector<T> box;         // 6 per node
+  std::vector<int64_t> node;  // 3 per node: [right child's row in this tree or -1, first, count]
+  int64_t* prim;              // (slots,) primitive ids, shared
+  T* prim_box;                // (slots, 6) their rest boxes, shared
 
   // Builds the subtree of prim[begin, end) at the next row; returns its depth.
   int build(int64_t begin, int64_t end) {
@@ -62,7 +65,7 @@ struct BodyTreeBuilder {
       b[3 + c] = ch[c] = -std::numeric_limits<T>::infinity();
     }
     for (int64_t i = begin; i < end; ++i) {
-      const T* pb = prim_box.data() + 6 * i;
+      const T* pb = prim_box + 6 * i;
       for (int c = 0; c < 3; ++c) {
         b[c] = std::min(b[c], pb[c]);
         b[3 + c] = std::max(b[3 + c], pb[3 + c]);
@@ -91,10 +94,10 @@ struct BodyTreeBuilder {
     std::vector<T> boxes(6 * (end - begin));
     for (int64_t k = 0; k < end - begin; ++k) {
       ids[k] = prim[order[k]];
-      std::copy_n(prim_box.begin() + 6 * order[k], 6, boxes.begin() + 6 * k);
+      std::copy_n(prim_box + 6 * order[k], 6, boxes.begin() + 6 * k);
     }
-    std::copy(ids.begin(), ids.end(), prim.begin() + begin);
-    std::copy(boxes.begin(), boxes.end(), prim_box.begin() + 6 * begin);
+    std::copy(ids.begin(), ids.end(), prim + begin);
+    std::copy(boxes.begin(), boxes.end(), prim_box + 6 * begin);
     const int left = build(begin, mid);
     node[3 * row] = static_cast<int64_t>(node.size() / 3);
     const int right = build(mid, end);
@@ -114,49 +117,83 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_trees
     TORCH_CHECK_VALUE(vertex_body.max().item<int64_t>() < num_bodies,
                       "vertex_body: body ids must be < num_bodies (", num_bodies, ")");
   at::Tensor root = at::full({num_bodies, 3}, -1, vertex_body.options());
-  at::Tensor box, node, prim;
+  at::Tensor prim = at::empty({V + F + E}, vertex_body.options());
+  at::Tensor box, node;
   AT_DISPATCH_FLOATING_TYPES(rest.scalar_type(), "ipc_body_trees", [&] {
     using T = scalar_t;
     const T* x = rest.data_ptr<T>();
     const int64_t* body = vertex_body.data_ptr<int64_t>();
     const int64_t* f = faces.data_ptr<int64_t>();
     const int64_t* e = edges.data_ptr<int64_t>();
-    BodyTreeBuilder<T> builder;
-    int64_t* roots = root.data_ptr<int64_t>();
+    int64_t* slots = prim.data_ptr<int64_t>();
+    std::vector<T> slot_box(6 * (V + F + E));
+    // The trees in (kind, body) order, each over its body's primitives of that kind in ascending
+    // ids (a counting sort by body).
+    struct Tree {
+      int kind;
+      int64_t body, begin, end;
+      int depth;
+      BodyTreeBuilder<T> builder;
+    };
+    std::vector<Tree> trees;
     const int64_t counts[3] = {V, F, E};
     const int64_t* prims[3] = {nullptr, f, e};
     const int nvs[3] = {1, 3, 2};
-    for (int kind = 0; kind < 3; ++kind) {
-      // Primitives grouped by body (stable: ascending ids within a body).
+    int64_t base = 0;  // the kind's first slot
+    for (int kind = 0; kind < 3; base += counts[kind++]) {
       const int64_t n = counts[kind];
       auto owner = [&](int64_t i) { return body[prims[kind] ? prims[kind][nvs[kind] * i] : i]; };
-      std::vector<int64_t> ids(n);
-      std::iota(ids.begin(), ids.end(), 0);
-      std::stable_sort(ids.begin(), ids.end(),
-                       [&](int64_t a, int64_t b) { return owner(a) < owner(b); });
-      const int64_t base = static_cast<int64_t>(builder.prim.size());
-      builder.prim.insert(builder.prim.end(), ids.begin(), ids.end());
-      builder.prim_box.resize(6 * builder.prim.size());
-      for (int64_t k = 0; k < n; ++k)
-        primitive_box<T>(x, nullptr, prims[kind], nvs[kind], ids[k], T(0),
-                         builder.prim_box.data() + 6 * (base + k));
-      for (int64_t k = 0; k < n;) {
-        int64_t end = k;
-        while (end < n && owner(ids[end]) == owner(ids[k])) ++end;
-        roots[3 * owner(ids[k]) + kind] = static_cast<int64_t>(builder.node.size() / 3);
-        const int depth = builder.build(base + k, base + end);
-        TORCH_CHECK(depth <= kBodyTreeMaxDepth, "ipc_body_trees: tree depth ", depth,
-                    " exceeds kBodyTreeMaxDepth");
-        k = end;
+      std::vector<int64_t> start(num_bodies + 1, 0);
+      for (int64_t i = 0; i < n; ++i) ++start[owner(i) + 1];
+      for (int64_t b = 0; b < num_bodies; ++b) {
+        if (start[b + 1] > 0)
+          trees.push_back({kind, b, base + start[b], base + start[b] + start[b + 1], 0, {}});
+        start[b + 1] += start[b];
       }
+      for (int64_t i = 0; i < n; ++i) slots[base + start[owner(i)]++] = i;
+      at::parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi) {
+        for (int64_t k = lo; k < hi; ++k)
+          primitive_box<T>(x, nullptr, prims[kind], nvs[kind], slots[base + k], T(0),
+                           slot_box.data() + 6 * (base + k));
+      });
     }
-    const int64_t N = static_cast<int64_t>(builder.node.size() / 3);
+    // Threads take the trees in turn from a shared counter (a bowl's tree costs far more than a
+    // small object's: a static split of the range would leave the threads unevenly loaded).
+    const int64_t count = static_cast<int64_t>(trees.size());
+    std::atomic<int64_t> next{0};
+    at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), count), 1, [&](int64_t, int64_t) {
+      for (int64_t t; (t = next.fetch_add(1)) < count;) {
+        Tree& tree = trees[t];
+        tree.builder.prim = slots;
+        tree.builder.prim_box = slot_box.data();
+        tree.depth = tree.builder.build(tree.begin, tree.end);
+      }
+    });
+    // Concatenated in (kind, body) order, child rows shifted by each tree's first row.
+    int64_t N = 0;
+    for (const Tree& tree : trees) {
+      TORCH_CHECK(tree.depth <= kBodyTreeMaxDepth, "ipc_body_trees: tree depth ", tree.depth,
+                  " exceeds kBodyTreeMaxDepth");
+      N += static_cast<int64_t>(tree.builder.node.size() / 3);
+    }
     box = at::empty({N, 6}, rest.options());
     node = at::empty({N, 3}, vertex_body.options());
-    prim = at::empty({static_cast<int64_t>(builder.prim.size())}, vertex_body.options());
-    std::copy(builder.box.begin(), builder.box.end(), box.data_ptr<T>());
-    std::copy(builder.node.begin(), builder.node.end(), node.data_ptr<int64_t>());
-    std::copy(builder.prim.begin(), builder.prim.end(), prim.data_ptr<int64_t>());
+    T* out_box = box.data_ptr<T>();
+    int64_t* out_node = node.data_ptr<int64_t>();
+    int64_t* roots = root.data_ptr<int64_t>();
+    int64_t row = 0;
+    for (const Tree& tree : trees) {
+      roots[3 * tree.body + tree.kind] = row;
+      const int64_t rows = static_cast<int64_t>(tree.builder.node.size() / 3);
+      out_box = std::copy(tree.builder.box.begin(), tree.builder.box.end(), out_box);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t right = tree.builder.node[3 * r];
+        *out_node++ = right < 0 ? right : right + row;
+        *out_node++ = tree.builder.node[3 * r + 1];
+        *out_node++ = tree.builder.node[3 * r + 2];
+      }
+      row += rows;
+    }
   });
   return {box, node, prim, root};
 }

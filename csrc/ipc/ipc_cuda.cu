@@ -8,7 +8,8 @@ namespace {
 
 // The launchers of ipc_ops.h: one GPU thread per index for every cost class.
 struct IpcCudaLaunchers {
-  static constexpr CudaLauncher cheap{}, medium{}, heavy{}, hessian{}, grid{}, sweep{}, block{}, ordered{};
+  static constexpr CudaLauncher cheap{}, medium{}, heavy{}, hessian{}, grid{}, sweep{}, traversal{}, block{},
+      ordered{};
 };
 
 }  // namespace

@@ -10,7 +10,8 @@
 //   L::heavy    friction Hessians, CCD (~10 µs per candidate)
 //   L::hessian  projected barrier Hessians (a host launcher may share features, see ipc.h)
 //   L::grid     the uniform-grid broad phase (a host launcher may collect pairs in one pass)
-//   L::sweep    the sort-and-sweep broad phase, the body-level search's traversal parts
+//   L::sweep    the sort-and-sweep broad phase
+//   L::traversal the body-level search's traversal parts (very uneven: near contact or not)
 //   L::block    one 12×12 body block per index (the fused body-pair chain rule)
 //   L::ordered  indices that add into shared rows: in order on the host (deterministic sums),
 //               atomic on a device
@@ -100,7 +101,7 @@ struct IpcOps {
       const Tensor& body_pairs, const Tensor& box, const Tensor& node, const Tensor& prim,
       const Tensor& root, double reach, int64_t capacity) {
     return ipc_body_candidates_padded_impl(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs,
-                                           box, node, prim, root, reach, capacity, L::sweep);
+                                           box, node, prim, root, reach, capacity, L::traversal);
   }
 
   // Order 0: energy, 1: gradient (the cheap launcher computes both in one pass).

@@ -109,6 +109,29 @@ def test_same_pairs_in_the_same_order_at_any_thread_count():
     assert runs[0][0].candidates.count > 100
 
 
+def test_trees_are_the_same_at_any_thread_count():
+    """The trees are built in parallel, one per body and kind, then joined in (kind, body) order:
+    the same arrays on any number of threads, each body's root where its rows begin."""
+    packed = pack_scenes([random_scene(0), random_scene(1)], 0.5, 1e8, torch.device("cpu"))
+    before = torch.get_num_threads()
+    try:
+        built = []
+        for threads in (1, 3):
+            torch.set_num_threads(threads)
+            built.append(ipc.body_trees(packed.rest, packed.faces, packed.edges, packed.vertex_body,
+                                        packed.num_envs * packed.max_bodies))
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(*built))
+    box, node, prim, root = built[0]
+    assert torch.equal(torch.sort(prim[:packed.rest.shape[0]]).values, torch.arange(packed.rest.shape[0]))
+    for kind in range(3):
+        rows = root[:, kind][root[:, kind] >= 0]
+        assert bool((rows[1:] > rows[:-1]).all())  # one tree after another
+        first, count = node[rows, 1], node[rows, 2]
+        assert bool((first[1:] == first[:-1] + count[:-1]).all())  # each over its body's slots
+
+
 @pytest.mark.parametrize("body_level", [True, False])
 def test_active_environments_keep_exactly_their_pairs(body_level):
     """search(active=...) returns the full search's pairs of the active environments, no others
