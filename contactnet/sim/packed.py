@@ -61,7 +61,7 @@ class PackedScene:
     trajectories: list[tuple[Callable, torch.Tensor, torch.Tensor]]  # (script, envs, bodies)
     slot: torch.Tensor  # (E, 3) m, each environment's broad-phase shift
     body_pairs: torch.Tensor  # (P, 2) int64 flat ids a < b of the body pairs that may collide (one env, two groups)
-    trees: ipc.BodyTrees | None  # every body's rest-frame trees for the body-level search
+    trees: ipc.BodyTrees  # every body's rest-frame trees for the body-level search
     q_init: torch.Tensor  # (E, B, 12) initial state, kinematic bodies on their script at t = 0
     qdot_init: torch.Tensor  # (E, B, 12) initial velocities (all bodies, as given)
 
@@ -202,8 +202,8 @@ def pack_scenes(scenes: list[Scene], mu: float, stiffness: float, device: torch.
     body_pairs = torch.stack([env_of * B + ia[k], env_of * B + ib[k]], 1).contiguous()
     edges = ipc.mesh_edges(faces)
     friction = friction.to(dev)
-    # Built on the host (a one-off sequential build) and moved: on a GPU the fixed-shape step's
-    # padded search traverses them too.
+    # Built once on the host and moved: on a GPU the fixed-shape step's padded search traverses
+    # them too.
     trees = ipc.BodyTrees(*(t.to(dev) for t in ipc.body_trees(rest.cpu(), faces.cpu(), edges.cpu(),
                                                                vertex_body.cpu(), E * B)))
     packed = PackedScene(

@@ -69,10 +69,10 @@ class Stepper:
       - candidate searches return a fixed number of rows of face–vertex and of edge–edge pairs,
         padded with -1 (`ipc.body_candidates_padded`, on either device): `max_candidates` for
         the swept broad phase of each Newton segment, `max_contacts` for the pairs closer than d̂
-        (friction, forces, the first iteration); pairs beyond that are dropped and reported, never silently
-        (`StepInfo.candidate_overflow`, `validate`). A swept list is then pruned in place
-        (`ipc.prune_candidates_padded`) to the pairs that may come within d̂ on the segment, so
-        CCD, the derivatives and the line-search energies skip the rest as padding;
+        (friction, forces, the first iteration); pairs beyond that are dropped and reported,
+        never silently (`StepInfo.candidate_overflow`, `validate`). A swept list is then pruned
+        in place (`ipc.prune_candidates_padded`) to the pairs that may come within d̂ on the
+        segment, so CCD, the derivatives and the line-search energies skip the rest as padding;
       - the line search tries exactly `line_search_steps` step lengths α, α/2, … (α the CCD bound);
       - a Hessian that Cholesky cannot factorise gets a fixed ladder of diagonal shifts; an
         environment none of them fixes stays where it is for that iteration;
@@ -81,9 +81,10 @@ class Stepper:
         the device and raised (or warned, per on_failure) by `validate()`, which syncs: call it
         outside the captured region, e.g. every few hundred steps and at the end.
     max_candidates, max_contacts: rows per kind of those padded lists (fixed_iterations only;
-    every row costs memory and a little work, used or not); None: 12 (max_contacts: 2) per vertex of the dynamic
-    bodies + 64 (128) per environment, at least twice the peaks seen in the cube-stack and bowl
-    scenes (a swept search: up to 5 edge–edge pairs per dynamic vertex; pairs within d̂: 1.6).
+    every row costs memory and a little work, used or not); None: 12 (max_contacts: 2) per vertex
+    of the dynamic bodies + 64 (128) per environment, at least twice the peaks seen in the
+    cube-stack and bowl scenes (a swept search: up to 5 edge–edge pairs per dynamic vertex; pairs
+    within d̂: 1.6).
     line_search_steps: energy trials per Newton iteration in fixed_iterations mode.
     on_failure: what a step that does not converge does: "warn" (default), "raise" or "ignore";
     `StepInfo.converged` always says which environments converged.

@@ -1,8 +1,9 @@
 """IPC collision candidates of a packed mesh: its edges, the stencils of candidate pairs, and the
 broad phases (csrc/ipc/ipc_broad_phase.h): a uniform grid for variable-size lists, a
 sort-and-sweep for fixed-capacity (`*_padded`) lists that never read back to the host; and, for
-affine bodies, a body-level search over per-body rest-frame trees (csrc/ipc/ipc_body_broad_phase.h,
-CPU) that finds the same pairs while visiting only what is near contact; and a narrow phase that
+affine bodies, a body-level search over per-body rest-frame trees (csrc/ipc/ipc_body_broad_phase.h;
+compact lists on the CPU, padded ones on either device) that finds the same pairs while visiting
+only what is near contact; and a narrow phase that
 prunes a list to the pairs that may really come within reach (`prune_candidates`, and
 `prune_candidates_padded` for fixed-capacity lists)."""
 
