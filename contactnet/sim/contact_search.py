@@ -5,12 +5,12 @@ Two variants: `search` compacts (data-dependent shapes, host syncs) and `search_
 fixed-capacity lists padded with -1 and an overflow flag (no host sync; the fixed-shape step mode).
 
 Two broad phases find the same pairs (the same primitive boxes and exact filter):
-- body-level (`body_search`, the default when the caller gives the bodies' states q: for compact
-  lists on the CPU, for padded ones on any device): the body pairs whose moving boxes come within
-  reach, then only those pairs' rest-frame trees, mapped by the affine maps; its cost follows what
-  is near contact, not the scene's size;
+- body-level (`body_search`, the default when the caller gives the bodies' states q, on either
+  device): the body pairs whose moving boxes come within reach, then only those pairs' rest-frame
+  trees, mapped by the affine maps; its cost follows what is near contact, not the scene's size;
 - all-primitive (`search_all_primitives`, `search_padded_all_primitives`; the reference, and the
-  compact search on a GPU): every primitive near another group's box, on one uniform grid / sweep.
+  search of callers without the states): every primitive near another group's box, on one
+  uniform grid / sweep.
 
 `NeighbourList` (the adaptive stepper's) keeps, per environment, the exact pairs within a margin of
 a base state and answers later queries near it without a broad phase.
@@ -65,10 +65,9 @@ def _boxes(x0: torch.Tensor, x1: torch.Tensor | None):
     return (x0, x0) if x1 is None else (torch.minimum(x0, x1), torch.maximum(x0, x1))
 
 
-def _body_level(x0: torch.Tensor, x1, q0, q1, padded: bool) -> bool:
-    """Whether the body-level search serves a query: it needs the states (both, swept); its compact
-    lists have a CPU driver only, its fixed-capacity ones run on any device."""
-    return q0 is not None and (x1 is None) == (q1 is None) and (padded or x0.device.type == "cpu")
+def _body_level(x1, q0, q1) -> bool:
+    """Whether the body-level search serves a query: it needs the states (both, swept)."""
+    return q0 is not None and (x1 is None) == (q1 is None)
 
 
 def search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float,
@@ -78,10 +77,10 @@ def search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach:
     `reach` (a superset of the pairs that come within `reach` on the way). x0, x1: (V, 3).
 
     q0, q1: (E, B, 12) the states whose positions x0, x1 are (`PackedScene.positions`); given (both,
-    for a swept search) on the CPU, the body-level search runs, else the all-primitive one. Same
+    for a swept search), the body-level search runs, else the all-primitive one. Same
     pairs either way; their order differs. active: (E,) bool, only the pairs of these environments
     (None: all); the body-level search then skips the other environments' body pairs."""
-    if _body_level(x0, x1, q0, q1, padded=False):
+    if _body_level(x1, q0, q1):
         return body_search(scene, x0, x1, reach, q0, q1, active).candidates
     found = search_all_primitives(scene, x0, x1, reach)
     return found if active is None else _in_envs(scene, found, active)
@@ -101,11 +100,8 @@ def _in_envs(scene: PackedScene, cand: ipc.Candidates, envs: torch.Tensor) -> ip
 
 def body_search(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float, q0: torch.Tensor,
                 q1: torch.Tensor | None = None, active: torch.Tensor | None = None) -> ipc.BodySearch:
-    """`search` by the body-level broad phase (CPU), with its cost counters (`ipc.BodySearch`):
+    """`search` by the body-level broad phase, with its cost counters (`ipc.BodySearch`):
     the pairs of `search_all_primitives` (same boxes, at the same shifted positions, and filter)."""
-    if x0.device.type != "cpu":
-        raise ValueError(f"x0: compact body-level lists are found on the CPU only, got {x0.device} "
-                         "(use search_padded or search_all_primitives)")
     xs0, qs0, xs1, qs1 = _shifted(scene, x0, x1, q0, q1)
     pairs = scene.body_pairs
     if active is not None:  # flat body ids are env * max_bodies + slot
@@ -125,8 +121,7 @@ def _shifted(scene: PackedScene, x0, x1, q0, q1):
 def search_all_primitives(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None,
                           reach: float) -> ipc.Candidates:
     """`search` by the all-primitive broad phase: the primitives whose boxes come near another
-    group's box, on one uniform grid (the reference of `body_search`, and the compact search on a
-    GPU)."""
+    group's box, on one uniform grid (the reference of `body_search`)."""
     keep_v, keep_f, keep_e = (torch.nonzero(m).flatten() for m in _active(scene, *_boxes(x0, x1), reach))
     used = torch.unique(torch.cat([keep_v, scene.faces[keep_f].reshape(-1), scene.edges[keep_e].reshape(-1)]))
     local = torch.full((x0.shape[0],), -1, dtype=torch.int64, device=x0.device)
@@ -150,9 +145,9 @@ def search_padded(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None,
                   q0: torch.Tensor | None = None, q1: torch.Tensor | None = None) -> PaddedSearch:
     """`search` with fixed shapes: each list has `capacity` rows (-1 padding) and the overflow flag
     says whether pairs were dropped. No host read: a CUDA graph can capture it. Given the states
-    q0, q1 (as in `search`) the body-level search runs, on any device; else the sweep of
+    q0, q1 (as in `search`) the body-level search runs; else the sweep of
     `search_padded_all_primitives`, which sorts every primitive of the scene."""
-    if _body_level(x0, x1, q0, q1, padded=True):
+    if _body_level(x1, q0, q1):
         xs0, qs0, xs1, qs1 = _shifted(scene, x0, x1, q0, q1)
         found = ipc.body_candidates_padded(xs0, scene.faces, scene.edges, scene.trees, qs0, scene.body_pairs, reach,
                                            capacity, vertices_t1=xs1, q_t1=qs1, vertex_body=scene.vertex_group)

@@ -8,8 +8,8 @@ Static bodies keep their DOFs fixed. Units: metres, seconds, kilograms; float64 
 
 The parts: the scenes packed into flat tensors (`contactnet.sim.packed`), candidate searches over
 them (`contactnet.sim.contact_search`: a body-level broad phase over per-body rest-frame trees,
-whose cost follows the contacts, not the scene's size, and on the CPU Verlet lists over it that the
-adaptive mode prunes to each Newton step), the potential and its derivatives
+whose cost follows the contacts, not the scene's size, and Verlet lists over it that the adaptive
+mode prunes to each Newton step), the potential and its derivatives
 (`contactnet.sim.potential`, one fused op each), and the step mode (`contactnet.sim.modes`): adaptive, or with
 `fixed_iterations` one uniform flow of fixed-shape tensor ops without host syncs (a CUDA graph can
 capture it): fixed-capacity candidate lists padded with -1, masks instead of compaction, a fixed

@@ -1,6 +1,7 @@
 // Body-level IPC candidate search (ipc_body_broad_phase.h): the host build of the body trees and
 // the compact host driver of the search, CPU only (registered in ipc_cpu.cpp, like
-// ipc_assemble_hessian). The fixed-capacity driver runs on either device: ipc_body_search.h.
+// ipc_assemble_hessian; one traversal, its parts' lists joined). The two-pass driver of
+// ipc_body_search.h serves fixed-capacity lists on either device, and compact ones elsewhere.
 //
 // ipc_body_trees(rest_vertices (V, 3) float, faces (F, 3) int64, edges (E, 2) int64,
 //                vertex_body (V,) int64 in [0, num_bodies), num_bodies)

@@ -10,8 +10,11 @@
 //      One thread per part of an item (item · 2^kBodySplitDepth + sub), two passes: count, then
 //      write at the exclusive scan of the counts. No shape depends on the data and nothing is
 //      read on the host, so the stepper's fixed-shape mode can run it in a CUDA graph.
+//      capacity -1: lists of exactly the pairs found, their counts read on the host between the
+//      passes (a sync on a device): ipc_body_candidates where its CPU driver does not run.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -160,10 +163,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_p
     int64_t capacity, const Launch& launch) {
   check_body_search(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs, box, node, prim, root,
                     reach);
-  TORCH_CHECK(capacity >= 0, "capacity: expected >= 0, got ", capacity);
+  TORCH_CHECK(capacity >= -1, "capacity: expected >= 0 (or -1: the pairs found), got ", capacity);
   const auto lopt = faces.options();
   const int64_t threads = 3 * body_pairs.size(0) * kBodyParts;
-  at::Tensor fv = at::full({capacity, 2}, -1, lopt), ee = at::full({capacity, 2}, -1, lopt);
+  at::Tensor fv, ee;
+  int64_t rows_fv = capacity, rows_ee = capacity;  // the lists' rows
   at::Tensor count = at::zeros({threads}, lopt);
   at::Tensor stats = at::zeros({threads, kBodySearchStats}, lopt);
   // Per kind, each thread's first row: the exclusive running count of its kind's threads.
@@ -179,13 +183,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_p
     const at::Tensor offset =
         at::where(is_ee, n_ee.cumsum(0).sub(n_ee), n_fv.cumsum(0).sub(n_fv)).contiguous();
     counts = at::stack({n_fv.sum(), n_ee.sum()});
+    if (capacity < 0) {
+      const at::Tensor found = counts.cpu();
+      rows_fv = found.data_ptr<int64_t>()[0];
+      rows_ee = found.data_ptr<int64_t>()[1];
+      f.capacity = std::max(rows_fv, rows_ee);
+    }
+    fv = at::full({f.capacity, 2}, -1, lopt);
+    ee = at::full({f.capacity, 2}, -1, lopt);
     f.count = f.stats = nullptr;
     f.offset = offset.data_ptr<int64_t>();
     f.fv = fv.data_ptr<int64_t>();
     f.ee = ee.data_ptr<int64_t>();
     launch(v0, threads, f);
   });
-  return {fv, ee, counts, stats.sum(0)};
+  return {fv.narrow(0, 0, rows_fv), ee.narrow(0, 0, rows_ee), counts, stats.sum(0)};
 }
 
 }  // namespace contactnet

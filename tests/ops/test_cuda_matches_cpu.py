@@ -256,8 +256,9 @@ def test_prune_candidates():
 
 @pytest.mark.parametrize("swept", [False, True])
 def test_body_candidates_padded(swept):
-    """The fixed-capacity body-level search (the GPU stepper's) lists the CPU's pairs, in its order:
-    a shaken bowl's bodies after a few steps, static and along a move."""
+    """The body-level search, fixed-capacity (the fixed step's) and compact (the adaptive step's),
+    lists the CPU's pairs in its order: a shaken bowl's bodies after a few steps, static and along
+    a move."""
     from contactnet.sim import Stepper, contact_search, scenes
 
     sim = Stepper([scenes.bowl_shake(seed=s) for s in range(3)], on_failure="ignore")
@@ -279,6 +280,12 @@ def test_body_candidates_padded(swept):
     close(want.counts, got.counts, name="counts")
     close(want.candidates.face_vertex, got.candidates.face_vertex, name="fv")
     close(want.candidates.edge_edge, got.candidates.edge_edge, name="ee")
+    want = ipc.body_candidates(*args, **kwargs)
+    got = ipc.body_candidates(dev(xs0), dev(packed.faces), dev(packed.edges), trees, dev(qs0), dev(packed.body_pairs),
+                              2e-3, vertices_t1=dev(xs1), q_t1=dev(qs1), vertex_body=dev(packed.vertex_group))
+    close(want.candidates.face_vertex, got.candidates.face_vertex, name="compact fv")
+    close(want.candidates.edge_edge, got.candidates.edge_edge, name="compact ee")
+    close(want.stats, got.stats, name="stats")
 
 
 def test_affine_potential_and_derivatives():

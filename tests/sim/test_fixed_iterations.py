@@ -125,7 +125,7 @@ def test_pruned_swept_lists_change_nothing_but_their_length(search, monkeypatch)
     all-primitive sweep serves callers without the bodies' states), and follows the unpruned step's
     trajectory exactly."""
     if search == "all-primitive":
-        monkeypatch.setattr(contact_search, "_body_level", lambda *args, **kwargs: False)
+        monkeypatch.setattr(contact_search, "_body_level", lambda *args: False)
     prune = ipc.prune_candidates_padded
     rows = {}
 
