@@ -42,6 +42,12 @@ struct CpuDynamicLauncher {
   }
 };
 
+// CpuDynamicLauncher for two-pass drivers that may keep the counting pass's results on the host
+// and copy them in the second pass (see launcher_records_pairs in ipc/ipc_body_search.h).
+struct CpuRecordingLauncher : CpuDynamicLauncher {
+  static constexpr bool kRecordsPairs = true;
+};
+
 // For functors whose indices add into shared rows: one index at a time, in order, so the sums
 // are deterministic (the order of `index_add_`).
 struct CpuSerialLauncher {

@@ -8,7 +8,8 @@
 //      ipc_body_candidates (same order) in fixed-size lists, as ipc_collision_candidates_padded
 //      returns them (the first `capacity` of each kind, -1 rows after them; counts = pairs found).
 //      One thread per part of an item (item · 2^kBodySplitDepth + sub), two passes: count, then
-//      write at the exclusive scan of the counts. No shape depends on the data and nothing is
+//      write at the exclusive scan of the counts (a host launcher keeps the first pass's pairs
+//      and copies them, so the CPU traverses once). No shape depends on the data and nothing is
 //      read on the host, so the stepper's fixed-shape mode can run it in a CUDA graph.
 //      capacity -1: lists of exactly the pairs found, their counts read on the host between the
 //      passes (a sync on a device): ipc_body_candidates where its CPU driver does not run.
@@ -18,6 +19,8 @@
 #include <cstdint>
 #include <optional>
 #include <tuple>
+#include <type_traits>
+#include <vector>
 
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
@@ -138,19 +141,41 @@ struct BodyPartFunctor {
   int64_t* ee;
   int64_t capacity;
 
-  CN_HD void operator()(int64_t j) const {
+  // Part j's pairs to sink, its cost counters to s (zeroed here).
+  template <typename Sink>
+  CN_HD void visit(int64_t j, Sink& sink, int64_t* s) const {
     const int64_t item = j / kBodyParts, sub = j % kBodyParts;
-    int64_t scratch[kBodySearchStats], unused[kBodySearchStats];
-    int64_t* s = count ? stats + kBodySearchStats * j : scratch;
+    int64_t unused[kBodySearchStats];
     for (int k = 0; k < kBodySearchStats; ++k) s[k] = unused[k] = 0;
     int64_t ra, rb, a, b;
     // The body pair's box test counts once, in its first part.
     const bool near = t.item_roots(item, sub == 0 ? s : unused, ra, rb, a, b);
-    typename SweepFunctor<T>::CappedWrite sink{
-        count ? nullptr : (item % 3 == 2 ? ee : fv), count ? 0 : offset[j], capacity, 0};
     if (near && sub < (int64_t(1) << t.split_depth(ra)))
       t.visit_part(item, sub, ra, rb, a, b, sink, s);
+  }
+
+  CN_HD void operator()(int64_t j) const {
+    int64_t scratch[kBodySearchStats];
+    typename SweepFunctor<T>::CappedWrite sink{
+        count ? nullptr : ((j / kBodyParts) % 3 == 2 ? ee : fv), count ? 0 : offset[j], capacity, 0};
+    visit(j, sink, count ? stats + kBodySearchStats * j : scratch);
     if (count) count[j] = sink.n;
+  }
+};
+
+// Whether a launcher keeps each part's pairs from the counting pass and copies them to their rows
+// (a host launcher: one traversal) instead of traversing again to write them (a device's).
+template <typename L, typename = void>
+struct launcher_records_pairs : std::false_type {};
+template <typename L>
+struct launcher_records_pairs<L, std::void_t<decltype(L::kRecordsPairs)>> : std::true_type {};
+
+// A host sink: the pairs appended to a vector.
+struct HostPairs {
+  std::vector<int64_t>* pairs;
+  void operator()(int64_t a, int64_t b) {
+    pairs->push_back(a);
+    pairs->push_back(b);
   }
 };
 
@@ -178,7 +203,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_p
                                                          body_pairs, box, node, prim, root, reach),
                                 count.data_ptr<int64_t>(), stats.data_ptr<int64_t>(), nullptr,
                                 nullptr, nullptr, capacity};
-    launch(v0, threads, f);
+    constexpr bool records = launcher_records_pairs<Launch>::value;
+    std::vector<std::vector<int64_t>> found(records ? threads : 0);  // each part's pairs
+    if constexpr (records) {
+      int64_t* n = count.data_ptr<int64_t>();
+      int64_t* s = stats.data_ptr<int64_t>();
+      launch(v0, threads, [&](int64_t j) {
+        HostPairs sink{&found[j]};
+        f.visit(j, sink, s + kBodySearchStats * j);
+        n[j] = static_cast<int64_t>(found[j].size()) / 2;
+      });
+    } else {
+      launch(v0, threads, f);
+    }
     const at::Tensor n_ee = at::where(is_ee, count, 0), n_fv = count.sub(n_ee);
     const at::Tensor offset =
         at::where(is_ee, n_ee.cumsum(0).sub(n_ee), n_fv.cumsum(0).sub(n_fv)).contiguous();
@@ -195,7 +232,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_p
     f.offset = offset.data_ptr<int64_t>();
     f.fv = fv.data_ptr<int64_t>();
     f.ee = ee.data_ptr<int64_t>();
-    launch(v0, threads, f);
+    if constexpr (records) {
+      launch(v0, threads, [&](int64_t j) {
+        const int64_t room = std::max<int64_t>(f.capacity - f.offset[j], 0);
+        const int64_t rows = std::min<int64_t>(static_cast<int64_t>(found[j].size()) / 2, room);
+        int64_t* out = (j / kBodyParts) % 3 == 2 ? f.ee : f.fv;
+        std::copy_n(found[j].begin(), 2 * rows, out + 2 * f.offset[j]);
+      });
+    } else {
+      launch(v0, threads, f);
+    }
   });
   return {fv.narrow(0, 0, rows_fv), ee.narrow(0, 0, rows_ee), counts, stats.sum(0)};
 }

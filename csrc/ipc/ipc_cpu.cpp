@@ -101,7 +101,8 @@ struct IpcCpuLaunchers {
   // primitive), so small meshes run inline rather than paying a parallel region per loop.
   static constexpr CpuCollectingLauncher grid{{1024}};
   static constexpr CpuLauncher sweep{64};  // one sweep item scans many boxes
-  static constexpr CpuDynamicLauncher traversal{};  // body-pair traversals: near contact or not
+  // body-pair traversals (near contact or not), traversed once: the pairs kept between passes
+  static constexpr CpuRecordingLauncher traversal{};
   static constexpr CpuLauncher block{64};  // one 12×12 body block, ~1 µs
   static constexpr CpuSerialLauncher ordered{};
 };

@@ -208,9 +208,10 @@ def test_padded_body_search_matches_and_reports_overflow():
 
 @pytest.mark.parametrize("swept", [False, True])
 def test_padded_body_search_lists_the_compact_pairs_in_order(swept):
-    """The two-pass driver (count, scan, write: what a GPU runs) lists the compact CPU driver's
-    pairs in the same order at any thread count; a short capacity keeps the first rows, and
-    capacity -1 (a GPU's compact lists) exactly the pairs, with the same cost counters."""
+    """The fixed-capacity driver (a counting pass, a scan, then the rows: a GPU's) lists the
+    compact CPU driver's pairs in the same order at any thread count; a short capacity keeps the
+    first rows, and capacity -1 (a GPU's compact lists) exactly the pairs, with the same cost
+    counters."""
     packed = pack_scenes([random_scene(0), random_scene(1)], 0.5, 1e8, torch.device("cpu"))
     q0 = random_states(packed, torch.Generator().manual_seed(4), spread=0.16, stretch=0.05)
     q1 = q0 + 1e-3 * torch.randn(q0.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
