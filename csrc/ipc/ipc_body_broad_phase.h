@@ -6,8 +6,8 @@
 // (ipc_broad_phase.h: primitive_box, boxes_overlap, CandidatePairFilter). So the pairs found are
 // those of ipc_collision_candidates / ipc_swept_candidates, at a cost that follows what is near
 // contact, not the scene's size. Per-index math (CN_HD): the same code can run in a CUDA thread;
-// the host build and compact driver are in ipc_body_candidates.h, the fixed-capacity driver for
-// either device in ipc_body_search.h.
+// the host build of the trees is in ipc_body_trees.h, the search's driver for either device in
+// ipc_body_search.h.
 //
 // Why not the mesh BVH of common/bvh.h: it holds triangles only, in float32 oriented boxes with a
 // 1e-5 relative slack, for rigid poses; this search needs vertex and edge trees as well, and

@@ -1,18 +1,28 @@
-// The body-level IPC candidate search (ipc_body_broad_phase.h) on either device: the checks and
-// traversal set-up its drivers share, and its fixed-capacity driver. The tree build and the
-// compact CPU driver (ipc_body_trees, ipc_body_candidates) are in ipc_body_candidates.h.
+// The body-level IPC candidate search (ipc_body_broad_phase.h), on either device; its trees are
+// built on the host (ipc_body_trees.h).
 //
-// ipc_body_candidates_padded(vertices_t0, vertices_t1?, faces, edges, vertex_body?, q_t0, q_t1?,
-//                            body_pairs, box, node, prim, root, reach, capacity)
-//   -> fv (capacity, 2), ee (capacity, 2), counts (2,), stats (4,): the pairs of
-//      ipc_body_candidates (same order) in fixed-size lists, as ipc_collision_candidates_padded
-//      returns them (the first `capacity` of each kind, -1 rows after them; counts = pairs found).
-//      One thread per part of an item (item · 2^kBodySplitDepth + sub), two passes: count, then
-//      write at the exclusive scan of the counts (a host launcher keeps the first pass's pairs
-//      and copies them, so the CPU traverses once). No shape depends on the data and nothing is
+// ipc_body_candidates(vertices_t0 (V, 3), vertices_t1 (V, 3) or None, faces, edges,
+//                     vertex_body (V,) int64 or None, q_t0 (nb, 12), q_t1 (nb, 12) or None,
+//                     body_pairs (P, 2) int64, box, node, prim, root, reach)
+//   -> fv (Nfv, 2) int64 [vertex, face], ee (Nee, 2) int64 [edge_a < edge_b], stats (4,) int64.
+//      Without vertices_t1: the pairs of ipc_collision_candidates(vertices_t0, ..., vertex_body,
+//      dhat = reach) that join body a and body b of a listed pair; with it, those of
+//      ipc_swept_candidates(..., min_distance = reach). Same boxes, same filter, so the same pairs,
+//      in the order of body_pairs (deterministic), not sorted. Their counts are read on the host
+//      (a sync on a device).
+//      q: each body's affine map (p, A row-major), and the vertices must be its positions
+//      x = A x0 + p of the rest vertices the trees were built from, to rounding (the node boxes
+//      carry 64 ulps of slack); a constant shift of a body's vertices must be in its p too.
+//      stats: BodySearchStat counters (body pairs tested, near, node pairs, primitive pairs).
+// ipc_body_candidates_padded(same, capacity)
+//   -> fv (capacity, 2), ee (capacity, 2), counts (2,), stats (4,): the same pairs in fixed-size
+//      lists, as ipc_collision_candidates_padded returns them (the first `capacity` of each kind,
+//      -1 rows after them; counts = pairs found). No shape depends on the data and nothing is
 //      read on the host, so the stepper's fixed-shape mode can run it in a CUDA graph.
-//      capacity -1: lists of exactly the pairs found, their counts read on the host between the
-//      passes (a sync on a device): ipc_body_candidates where its CPU driver does not run.
+//
+// Both: one thread per part of an item (item · 2^kBodySplitDepth + sub), two passes: count, then
+// write at the exclusive scan of the counts. A host launcher keeps the first pass's pairs and
+// copies them (one traversal); a device traverses again.
 #pragma once
 
 #include <algorithm>
@@ -188,7 +198,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_p
     int64_t capacity, const Launch& launch) {
   check_body_search(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs, box, node, prim, root,
                     reach);
-  TORCH_CHECK(capacity >= -1, "capacity: expected >= 0 (or -1: the pairs found), got ", capacity);
+  // capacity -1: lists of exactly the pairs found (ipc_body_candidates).
   const auto lopt = faces.options();
   const int64_t threads = 3 * body_pairs.size(0) * kBodyParts;
   at::Tensor fv, ee;

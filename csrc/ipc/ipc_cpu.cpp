@@ -8,7 +8,7 @@
 
 #include "common/launch_cpu.h"
 #include "ipc/cholesky_solve.h"
-#include "ipc/ipc_body_candidates.h"
+#include "ipc/ipc_body_trees.h"
 #include "ipc/ipc_ops.h"
 
 namespace contactnet {
@@ -206,11 +206,6 @@ TORCH_LIBRARY_FRAGMENT(contactnet, m) {
       "ipc_body_trees(Tensor rest_vertices, Tensor faces, Tensor edges, Tensor vertex_body, "
       "int num_bodies) -> (Tensor box, Tensor node, Tensor prim, Tensor root)");
   m.def(
-      "ipc_body_candidates(Tensor vertices_t0, Tensor? vertices_t1, Tensor faces, Tensor edges, "
-      "Tensor? vertex_body, Tensor q_t0, Tensor? q_t1, Tensor body_pairs, Tensor box, "
-      "Tensor node, Tensor prim, Tensor root, float reach) -> (Tensor fv, Tensor ee, "
-      "Tensor stats)");
-  m.def(
       "ipc_cholesky_solve(Tensor(a!) hessian, Tensor gradient, Tensor shift, Tensor? fixed=None) "
       "-> (Tensor solution, Tensor factorised)");
 }
@@ -220,7 +215,6 @@ TORCH_LIBRARY_IMPL(contactnet, CPU, m) {
       [&](const char* name, const char*, auto fn) { m.impl(name, fn); });
   m.impl("ipc_assemble_hessian", &assemble_hessian_cpu);
   m.impl("ipc_body_trees", &ipc_body_trees_cpu);
-  m.impl("ipc_body_candidates", &ipc_body_candidates_cpu);
   m.impl("ipc_cholesky_solve", &ipc_cholesky_solve_cpu);
 }
 

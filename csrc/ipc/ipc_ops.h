@@ -2,8 +2,8 @@
 // implementation parameterised by a device's launchers. ipc_cpu.cpp defines the schemas from this
 // list and registers it for the CPU, ipc_cuda.cu registers the same list for CUDA, so the two
 // devices cannot register different op sets. (ipc_assemble_hessian, a CPU-only helper, is
-// defined and registered in ipc_cpu.cpp alone; see ipc.h. So are the body-level search's tree
-// build and compact driver, ipc_body_trees / ipc_body_candidates: ipc_body_candidates.h.)
+// defined and registered in ipc_cpu.cpp alone; see ipc.h. So is the body-level search's tree
+// build, ipc_body_trees: ipc_body_trees.h.)
 //
 // Launchers L: a struct of static launchers, one per cost class of per-index work:
 //   L::cheap    distances, barrier, potential values and gradients, friction values and gradients
@@ -95,11 +95,22 @@ struct IpcOps {
                                             capacity, vertex_active, face_active, edge_active,
                                             L::sweep);
   }
+  static std::tuple<Tensor, Tensor, Tensor> body_candidates(
+      const Tensor& v0, const OptTensor& v1, const Tensor& faces, const Tensor& edges,
+      const OptTensor& vertex_body, const Tensor& q0, const OptTensor& q1,
+      const Tensor& body_pairs, const Tensor& box, const Tensor& node, const Tensor& prim,
+      const Tensor& root, double reach) {
+    auto [fv, ee, counts, stats] = ipc_body_candidates_padded_impl(
+        v0, v1, faces, edges, vertex_body, q0, q1, body_pairs, box, node, prim, root, reach, -1,
+        L::traversal);
+    return {fv, ee, stats};
+  }
   static std::tuple<Tensor, Tensor, Tensor, Tensor> body_candidates_padded(
       const Tensor& v0, const OptTensor& v1, const Tensor& faces, const Tensor& edges,
       const OptTensor& vertex_body, const Tensor& q0, const OptTensor& q1,
       const Tensor& body_pairs, const Tensor& box, const Tensor& node, const Tensor& prim,
       const Tensor& root, double reach, int64_t capacity) {
+    TORCH_CHECK(capacity >= 0, "capacity: expected >= 0, got ", capacity);
     return ipc_body_candidates_padded_impl(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs,
                                            box, node, prim, root, reach, capacity, L::traversal);
   }
@@ -281,6 +292,12 @@ void for_each_ipc_op(Visit&& visit) {
         "Tensor? face_active=None, Tensor? edge_active=None) -> (Tensor fv, Tensor ee, "
         "Tensor counts)",
         &Ops::swept_candidates_padded);
+  visit("ipc_body_candidates",
+        "(Tensor vertices_t0, Tensor? vertices_t1, Tensor faces, Tensor edges, "
+        "Tensor? vertex_body, Tensor q_t0, Tensor? q_t1, Tensor body_pairs, Tensor box, "
+        "Tensor node, Tensor prim, Tensor root, float reach) -> (Tensor fv, Tensor ee, "
+        "Tensor stats)",
+        &Ops::body_candidates);
   visit("ipc_body_candidates_padded",
         "(Tensor vertices_t0, Tensor? vertices_t1, Tensor faces, Tensor edges, "
         "Tensor? vertex_body, Tensor q_t0, Tensor? q_t1, Tensor body_pairs, Tensor box, "

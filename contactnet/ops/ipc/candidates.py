@@ -246,14 +246,10 @@ def body_candidates(vertices_t0, faces, edges, trees: BodyTrees, q_t0, body_pair
     body's affine map (p, A row-major); vertices_t0 / vertices_t1 must be x = A x0 + p (to
     rounding; a shift of a body's vertices belongs in its p). List each unordered body pair once.
     Pairs come grouped by body pair in the order of body_pairs (deterministic), face–vertex as
-    (vertex, face), edge–edge as (edge_a < edge_b). On the CPU one traversal collects them; on
-    another device (the trees moved there) a counting traversal sizes the lists (a host read),
-    then a second one fills them."""
+    (vertex, face), edge–edge as (edge_a < edge_b). On either device (the trees moved there); the
+    lists' sizes are read on the host (a sync on a GPU)."""
     args = _body_args(vertices_t0, faces, edges, trees, q_t0, body_pairs, reach, vertices_t1, q_t1, vertex_body)
-    if vertices_t0.device.type == "cpu":
-        fv, ee, stats = _ops.ipc_body_candidates(*args)
-    else:
-        fv, ee, _, stats = _ops.ipc_body_candidates_padded(*args, -1)  # -1: exactly the pairs found
+    fv, ee, stats = _ops.ipc_body_candidates(*args)
     return BodySearch(Candidates(fv, ee), stats)
 
 
@@ -317,9 +313,6 @@ def _(vertices_t0, vertices_t1, faces, edges, vertex_body, q_t0, q_t1, body_pair
 @torch.library.register_fake("contactnet::ipc_body_candidates_padded")
 def _(vertices_t0, vertices_t1, faces, edges, vertex_body, q_t0, q_t1, body_pairs, box, node, prim, root, reach,
       capacity):
-    if capacity < 0:  # exactly the pairs found
-        return (_dynamic_pairs(faces), _dynamic_pairs(faces), faces.new_empty((2,), dtype=torch.int64),
-                faces.new_empty((4,), dtype=torch.int64))
     return (*_padded_pairs(faces, capacity), faces.new_empty((4,), dtype=torch.int64))
 
 

@@ -1,34 +1,19 @@
-// Body-level IPC candidate search (ipc_body_broad_phase.h): the host build of the body trees and
-// the compact host driver of the search, CPU only (registered in ipc_cpu.cpp, like
-// ipc_assemble_hessian; one traversal, its parts' lists joined). The two-pass driver of
-// ipc_body_search.h serves fixed-capacity lists on either device, and compact ones elsewhere.
+// The body-level IPC candidate search's trees (ipc_body_broad_phase.h), built on the host
+// (registered in ipc_cpu.cpp, like ipc_assemble_hessian); the search itself, for either device, is
+// in ipc_body_search.h.
 //
 // ipc_body_trees(rest_vertices (V, 3) float, faces (F, 3) int64, edges (E, 2) int64,
 //                vertex_body (V,) int64 in [0, num_bodies), num_bodies)
 //   -> box (N, 6), node (N, 3) int64, prim (V + F + E,) int64, root (num_bodies, 3) int64: every
 //      body's vertex, face and edge trees in its rest frame (layout: ipc_body_broad_phase.h).
-//      A face / edge belongs to its first vertex's body.
-// ipc_body_candidates(vertices_t0 (V, 3), vertices_t1 (V, 3) or None, faces, edges,
-//                     vertex_body (V,) int64 or None, q_t0 (nb, 12), q_t1 (nb, 12) or None,
-//                     body_pairs (P, 2) int64, box, node, prim, root, reach)
-//   -> fv (Nfv, 2) int64 [vertex, face], ee (Nee, 2) int64 [edge_a < edge_b], stats (4,) int64.
-//      Without vertices_t1: the pairs of ipc_collision_candidates(vertices_t0, ..., vertex_body,
-//      dhat = reach) that join body a and body b of a listed pair; with it, those of
-//      ipc_swept_candidates(..., min_distance = reach). Same boxes, same filter, so the same pairs,
-//      in the order of body_pairs (deterministic), not sorted.
-//      q: each body's affine map (p, A row-major), and the vertices must be its positions
-//      x = A x0 + p of the rest vertices the trees were built from, to rounding (the node boxes
-//      carry 64 ulps of slack); a constant shift of a body's vertices must be in its p too.
-//      stats: BodySearchStat counters (body pairs tested, near, node pairs, primitive pairs).
+//      A face / edge belongs to its first vertex's body. Built in parallel, one task per body and
+//      kind; the same arrays on any number of threads.
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <atomic>
-#include <cmath>
 #include <limits>
 #include <numeric>
-#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -37,15 +22,11 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
-#include <ATen/ops/zeros.h>
 
 #include "ipc/ipc.h"
 #include "ipc/ipc_body_broad_phase.h"
-#include "ipc/ipc_body_search.h"
 
 namespace contactnet {
-
-// ---- build ---------------------------------------------------------------------------------
 
 // One body's tree of one kind: its nodes (rows counted from the tree's root), over the slots
 // [begin, end) of the shared primitive arrays, which it reorders into leaf order in place. Trees
@@ -197,86 +178,6 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_trees
     }
   });
   return {box, node, prim, root};
-}
-
-// ---- search --------------------------------------------------------------------------------
-
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_cpu(
-    const at::Tensor& v0, const std::optional<at::Tensor>& v1, const at::Tensor& faces,
-    const at::Tensor& edges, const std::optional<at::Tensor>& vertex_body, const at::Tensor& q0,
-    const std::optional<at::Tensor>& q1, const at::Tensor& body_pairs, const at::Tensor& box,
-    const at::Tensor& node, const at::Tensor& prim, const at::Tensor& root, double reach) {
-  check_body_search(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs, box, node, prim, root,
-                    reach);
-  TORCH_CHECK(v0.is_cpu(), "vertices_t0: ipc_body_candidates runs on the CPU");
-  const auto lopt = faces.options();
-  const int64_t items = 3 * body_pairs.size(0);
-  // Per item its roots (ra, rb, a, b) and counters; per part of a near item (Part) what it found
-  // and its counters.
-  std::vector<std::array<int64_t, 4>> roots(items);
-  std::vector<std::array<int64_t, kBodySearchStats>> stats(items);
-  struct Part {
-    int64_t item, sub;
-  };
-  std::vector<Part> parts;
-  std::vector<std::vector<int64_t>> found;
-  std::vector<std::array<int64_t, kBodySearchStats>> part_stats;
-  AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_body_candidates", [&] {
-    using T = scalar_t;
-    const BodyPairTraversal<T> t = body_traversal<T>(v0, v1, faces, edges, vertex_body, q0, q1,
-                                                     body_pairs, box, node, prim, root, reach);
-    struct Append {
-      std::vector<int64_t>* pairs;
-      void operator()(int64_t a, int64_t b) {
-        pairs->push_back(a);
-        pairs->push_back(b);
-      }
-    };
-    // The body pairs' box tests (cheap), then the parts of the near items' traversals, which
-    // the threads take in turn from a shared counter: a pair near contact costs far more than the
-    // rest, and a static split of the range would leave it to one thread. Each part writes its own
-    // list, concatenated in (item, part) order: the same pairs, in the same order, at any thread count.
-    at::parallel_for(0, items, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        stats[i].fill(0);
-        auto& r = roots[i];
-        if (!t.item_roots(i, stats[i].data(), r[0], r[1], r[2], r[3])) r[0] = -1;
-      }
-    });
-    for (int64_t i = 0; i < items; ++i) {
-      if (roots[i][0] < 0) continue;
-      const int depth = t.split_depth(roots[i][0]);
-      for (int64_t sub = 0; sub < (int64_t(1) << depth); ++sub) parts.push_back({i, sub});
-    }
-    const int64_t tasks = static_cast<int64_t>(parts.size());
-    found.resize(tasks);
-    part_stats.resize(tasks);
-    std::atomic<int64_t> next{0};
-    at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), tasks), 1, [&](int64_t, int64_t) {
-      for (int64_t j; (j = next.fetch_add(1)) < tasks;) {
-        const Part& p = parts[j];
-        const auto& r = roots[p.item];
-        Append sink{&found[j]};
-        part_stats[j].fill(0);
-        t.visit_part(p.item, p.sub, r[0], r[1], r[2], r[3], sink, part_stats[j].data());
-      }
-    });
-  });
-  const int64_t tasks = static_cast<int64_t>(found.size());
-  auto task_kind = [&](int64_t j) { return parts[j].item % 3 == 2 ? 1 : 0; };
-  int64_t n[2] = {0, 0};
-  for (int64_t j = 0; j < tasks; ++j) n[task_kind(j)] += static_cast<int64_t>(found[j].size()) / 2;
-  at::Tensor fv = at::empty({n[0], 2}, lopt), ee = at::empty({n[1], 2}, lopt);
-  int64_t* out[2] = {fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>()};
-  for (int64_t j = 0; j < tasks; ++j)
-    out[task_kind(j)] = std::copy(found[j].begin(), found[j].end(), out[task_kind(j)]);
-  at::Tensor counters = at::zeros({kBodySearchStats}, lopt);
-  int64_t* c = counters.data_ptr<int64_t>();
-  for (const auto& s : stats)
-    for (int k = 0; k < kBodySearchStats; ++k) c[k] += s[k];
-  for (const auto& s : part_stats)
-    for (int k = 0; k < kBodySearchStats; ++k) c[k] += s[k];
-  return {fv, ee, counters};
 }
 
 }  // namespace contactnet
