@@ -139,8 +139,8 @@ constexpr int64_t kBodyParts = int64_t(1) << kBodySplitDepth;  // threads per it
 
 // Thread j = item · kBodyParts + sub: part `sub` of item's traversal (nothing where the item is far
 // or its tree a is not split that deep). Pass 1 (count != null) counts its pairs and cost counters;
-// pass 2 writes its pairs at offset[j] of its kind's list (rows < capacity). In (item, sub) order,
-// as the compact CPU driver concatenates its parts: the same lists.
+// pass 2 writes its pairs at offset[j] of its kind's list (rows < capacity). The lists are in
+// (item, sub) order: body_pairs' order, the same at any thread count.
 template <typename T>
 struct BodyPartFunctor {
   BodyPairTraversal<T> t;
