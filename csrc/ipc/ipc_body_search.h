@@ -180,7 +180,7 @@ struct launcher_records_pairs : std::false_type {};
 template <typename L>
 struct launcher_records_pairs<L, std::void_t<decltype(L::kRecordsPairs)>> : std::true_type {};
 
-// A host sink: the pairs appended to a vector.
+// A host sink: the pairs appended to a vector (also the CPU grid launcher's, ipc_cpu.cpp).
 struct HostPairs {
   std::vector<int64_t>* pairs;
   void operator()(int64_t a, int64_t b) {

@@ -11,7 +11,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <limits>
 #include <numeric>
 #include <tuple>
@@ -23,6 +22,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 
+#include "common/launch_cpu.h"
 #include "ipc/ipc.h"
 #include "ipc/ipc_body_broad_phase.h"
 
@@ -139,17 +139,12 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_trees
                            slot_box.data() + 6 * (base + k));
       });
     }
-    // Threads take the trees in turn from a shared counter (a bowl's tree costs far more than a
-    // small object's: a static split of the range would leave the threads unevenly loaded).
-    const int64_t count = static_cast<int64_t>(trees.size());
-    std::atomic<int64_t> next{0};
-    at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), count), 1, [&](int64_t, int64_t) {
-      for (int64_t t; (t = next.fetch_add(1)) < count;) {
-        Tree& tree = trees[t];
-        tree.builder.prim = slots;
-        tree.builder.prim_box = slot_box.data();
-        tree.depth = tree.builder.build(tree.begin, tree.end);
-      }
+    // A bowl's tree costs far more than a small object's: the threads take the trees in turn.
+    CpuDynamicLauncher{}(rest, static_cast<int64_t>(trees.size()), [&](int64_t t) {
+      Tree& tree = trees[t];
+      tree.builder.prim = slots;
+      tree.builder.prim_box = slot_box.data();
+      tree.depth = tree.builder.build(tree.begin, tree.end);
     });
     // Concatenated in (kind, body) order, child rows shifted by each tree's first row.
     int64_t N = 0;

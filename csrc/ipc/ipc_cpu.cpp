@@ -18,21 +18,13 @@ namespace {
 struct CpuCollectingLauncher : CpuLauncher {
   static constexpr bool kCollectsPairs = true;
 
-  struct Append {
-    std::vector<int64_t>* pairs;
-    void operator()(int64_t a, int64_t b) {
-      pairs->push_back(a);
-      pairs->push_back(b);
-    }
-  };
-
   template <typename F>
   at::Tensor collect_pairs(const F& f, int64_t items, const at::TensorOptions& opt) const {
     const int64_t tasks = (items + grain - 1) / grain;
     std::vector<std::vector<int64_t>> found(tasks);
     at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        Append sink{&found[t]};
+        HostPairs sink{&found[t]};
         for (int64_t i = t * grain; i < std::min(items, (t + 1) * grain); ++i) f.visit(i, sink);
       }
     });
