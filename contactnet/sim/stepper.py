@@ -271,13 +271,8 @@ class Stepper:
     def _ccd(self, x0, x1, cand: ipc.Candidates) -> torch.Tensor:
         """(E,) largest collision-free fraction of the move x0 → x1 (V, 3) (conservative). cand: a
         superset of the pairs whose swept boxes meet."""
-        alpha = torch.ones(self.num_envs, dtype=self.dtype, device=self.device)
-        if cand.count:  # a shape, not a value: no sync
-            toi = ipc.ccd_time_of_impact(x0, x1, self.faces, self.edges, cand, 0.0, 1.0, 0.9)
-            if self.num_envs == 1:  # every candidate's: the same min, without the gathers
-                return torch.minimum(alpha, toi.amin(0, keepdim=True))
-            alpha = alpha.scatter_reduce(0, self.packed.candidate_env(cand), toi, "amin")
-        return alpha
+        return ipc.collision_free_steps(x0, x1, self.faces, self.edges, cand, self.packed.vertex_env, self.num_envs,
+                                        0.0, 0.9)
 
     # ---- stepping ---------------------------------------------------------------------------
     def step(self) -> StepInfo:

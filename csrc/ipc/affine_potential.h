@@ -30,9 +30,15 @@
 // ipc_contact_statistics(vertices, faces, edges, vertex_body, fv, ee, num_envs, num_bodies)
 //     -> contacts (E,) int64, min_distance (E,): the last two of ipc_affine_contact_forces alone.
 //
+// ipc_collision_free_steps(vertices_t0, vertices_t1, faces, edges, fv, ee, vertex_env (V,) int64,
+//     num_envs, min_distance, conservative_rescaling, max_iterations) -> (E,): per environment the
+//     smallest CCD time of impact (ipc_ccd, tmax 1) of its candidates (those of its first stencil
+//     vertex), 1 without any.
+//
 // float64 or float32, one device. Rows of -1 in the candidate lists are padding. The sums over
 // candidates run in candidate order into each body's rows on the CPU (deterministic; bodies in
-// parallel) and atomically on a GPU.
+// parallel); a GPU evaluates each candidate in one thread that adds its terms atomically
+// (candidate_sums.h), with no per-candidate arrays.
 #pragma once
 
 #include <limits>
@@ -47,12 +53,14 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
 
 #include "common/checks.h"
 #include "common/macros.h"
 #include "common/psd.h"
 #include "ipc/body_derivatives.h"
+#include "ipc/candidate_sums.h"
 #include "ipc/ipc.h"
 
 namespace contactnet {
@@ -176,32 +184,6 @@ at::Tensor ipc_affine_positions_impl(const at::Tensor& q, const at::Tensor& rest
   return out;
 }
 
-// Distance (m) of candidate i: the exact primitive distance, √ of the barrier's squared
-// distance (0 where that is NaN: a non-finite position reads as touching); padding rows: +inf.
-template <typename T>
-struct CandidateDistanceFunctor {
-  CandidateStencil st;
-  const T* vertices;  // (V, 3)
-  T* out;             // (N,)
-
-  CN_HD void operator()(int64_t i) const {
-    if (st.padded(i)) {
-      out[i] = std::numeric_limits<T>::infinity();
-      return;
-    }
-    int64_t id[4];
-    const bool is_ee = st.ids(i, id);
-    Vec3<T> v[4];
-    for (int k = 0; k < 4; ++k) v[k] = load3(vertices + 3 * id[k]);
-    T* const none = nullptr;
-    const T d2 = is_ee ? edge_edge_distance(v[0], v[1], v[2], v[3], none, none,
-                                            edge_edge_distance_type(v[0], v[1], v[2], v[3]))
-                       : point_triangle_distance(v[0], v[1], v[2], v[3], none, none,
-                                                 point_triangle_distance_type(v[0], v[1], v[2], v[3]));
-    out[i] = sqrt(d2 > T(0) ? d2 : T(0));
-  }
-};
-
 // Stencil (N, 4), kind and bodies of candidate i: body[i] = the flat bodies of stencil vertices 0
 // and 3 (face–vertex: p | t0 t1 t2, edge–edge: ea0 ea1 | eb0 eb1). Padding rows: stencil -1,
 // bodies 0 (the sums skip them).
@@ -278,15 +260,11 @@ inline void check_affine_potential_inputs(
 }
 
 // out[index[k]] += sign · values[k] for the rows k of values (out (M, w) or (M,), values (K, w) or
-// (K,), contiguous), in order of k. On the CPU a plain loop: the same sums, bit for bit, as
-// index_add_ there, which costs about 50 ns a row at the stepper's sizes (more than the barrier's
-// gradient). sign: ±1.
+// (K,), contiguous; host tensors), in order of k: the same sums, bit for bit, as index_add_ on the
+// CPU, which costs about 50 ns a row at the stepper's sizes (more than the barrier's gradient).
+// sign: ±1.
 inline void add_rows_in_order(at::Tensor& out, const at::Tensor& index, const at::Tensor& values,
                               int sign) {
-  if (!out.is_cpu()) {
-    out.index_add_(0, index, values, sign);
-    return;
-  }
   const at::Tensor idx = index.contiguous(), val = values.contiguous();
   const int64_t rows = idx.numel(), w = rows ? val.numel() / rows : 0;
   const int64_t* k = idx.data_ptr<int64_t>();
@@ -301,6 +279,31 @@ inline void add_rows_in_order(at::Tensor& out, const at::Tensor& index, const at
           o[k[r] * w + c] += v[r * w + c];
       }
   });
+}
+
+// The per-candidate functors of the barrier (κ, order, projected) and of friction (μ = 1,
+// velocities u, lagged positions; order 0) on candidate lists a (face–vertex) and b
+// (edge–edge), without output arrays (candidate_sums.h evaluates them into registers).
+template <typename T>
+BarrierPotentialFunctor<T> barrier_functor(const at::Tensor& vertices, const at::Tensor& rest,
+                                           const at::Tensor& faces, const at::Tensor& edges,
+                                           const at::Tensor& a, const at::Tensor& b, double dhat,
+                                           double kappa, int order, bool project = false) {
+  return {CandidateStencil{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
+                           a.data_ptr<int64_t>(), b.data_ptr<int64_t>(), a.size(0)},
+          vertices.data_ptr<T>(), rest.data_ptr<T>(), T(dhat * dhat), T(kappa), order, project,
+          nullptr, nullptr, nullptr, nullptr};
+}
+
+template <typename T>
+FrictionFunctor<T> friction_functor(const at::Tensor& u, const at::Tensor& lagged,
+                                    const at::Tensor& rest, const at::Tensor& faces,
+                                    const at::Tensor& edges, const at::Tensor& a,
+                                    const at::Tensor& b, double dhat, double kappa, double eps_v) {
+  return {CandidateStencil{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
+                           a.data_ptr<int64_t>(), b.data_ptr<int64_t>(), a.size(0)},
+          u.data_ptr<T>(), lagged.data_ptr<T>(), rest.data_ptr<T>(), T(dhat * dhat), T(kappa),
+          T(1), T(eps_v), 0, nullptr};
 }
 
 template <typename L>
@@ -325,17 +328,30 @@ at::Tensor ipc_affine_potential_impl(
                                          per_body.data_ptr<scalar_t>(), nullptr, nullptr});
   });
   at::Tensor total = per_body.sum(1);
-  // Each candidate's energy (times scale, if given) goes to the environment of its first stencil
-  // vertex, in candidate order; padding rows add their 0 to environment 0.
+  const int64_t n = fv.size(0) + ee.size(0), nlag = lag_fv.size(0) + lag_ee.size(0);
+  if constexpr (!launcher_sums_on_host<L>::value) {
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential", [&] {
+      using T = scalar_t;
+      const int64_t* body = vertex_body.data_ptr<int64_t>();
+      if (n > 0) {
+        const auto barrier =
+            barrier_functor<T>(vertices, rest, faces, edges, fv, ee, dhat, h2 * kappa, 0);
+        L::ordered(q, n, BarrierEnergySumFunctor<T>{barrier, body, B, total.data_ptr<T>()});
+      }
+      if (nlag > 0) {
+        const at::Tensor u = vertices.sub(lagged);
+        const auto friction = friction_functor<T>(u, lagged, rest, faces, edges, lag_fv, lag_ee,
+                                                  dhat, kappa, eps_v * dt);
+        L::ordered(q, nlag, FrictionEnergySumFunctor<T>{friction, lag_mu.data_ptr<T>(), T(h2), body,
+                                                        B, total.data_ptr<T>()});
+      }
+    });
+    return total;
+  }
+  // Each candidate's energy (times μ h², for friction) goes to the environment of its first
+  // stencil vertex, in candidate order; padding rows add their 0 to environment 0.
   auto add_by_env = [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& value,
                         const at::Tensor* scale) {
-    if (!q.is_cpu()) {
-      const CandidateBodies cb = candidate_bodies(faces, edges, a, b, vertex_body, L::cheap);
-      add_rows_in_order(total, cb.body.select(1, 0).div(B, "floor"),
-                        scale ? scale->mul(h2).mul_(value) : value, 1);
-      return;
-    }
-    // The same sums in one loop (the ops above cost more than the energies at a small scene's size).
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential", [&] {
       const CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
                                 a.data_ptr<int64_t>(), b.data_ptr<int64_t>(), a.size(0)};
@@ -351,11 +367,11 @@ at::Tensor ipc_affine_potential_impl(
       }
     });
   };
-  if (fv.size(0) + ee.size(0) > 0)
+  if (n > 0)
     add_by_env(fv, ee, std::get<0>(ipc_barrier_potential_impl(vertices, rest, faces, edges, fv, ee,
                                                              dhat, h2 * kappa, 0, false, L::cheap)),
                nullptr);
-  if (lag_fv.size(0) + lag_ee.size(0) > 0) {
+  if (nlag > 0) {
     at::Tensor d = ipc_friction_impl(vertices.sub(lagged), lagged, rest, faces, edges, lag_fv, lag_ee,
                                      dhat, kappa, 1.0, eps_v * dt, 0, L::cheap);
     add_by_env(lag_fv, lag_ee, d, &lag_mu);  // μ h² D
@@ -420,15 +436,49 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
   const double h2 = dt * dt;
   at::Tensor grad = at::empty({E, n}, q.options());
   at::Tensor hess = reuse ? frictionless_hessian->clone() : at::zeros({E, n, n}, q.options());
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential_derivatives", [&] {
+    // A 9×9 projection per body (~5 µs): the heavy grain spreads a few hundred bodies over threads.
+    L::heavy(q, E * B,
+             AffineBodyFunctor<scalar_t>{q.data_ptr<scalar_t>(), q_hat.data_ptr<scalar_t>(),
+                                         weight.data_ptr<scalar_t>(), mass.data_ptr<scalar_t>(),
+                                         ortho.data_ptr<scalar_t>(), scalar_t(h2), B, nullptr,
+                                         grad.data_ptr<scalar_t>(),
+                                         reuse ? nullptr : hess.data_ptr<scalar_t>()});
+  });
+  const int64_t nlag = lag_fv.size(0) + lag_ee.size(0);
+  at::Tensor frictionless;
+  if constexpr (!launcher_sums_on_host<L>::value) {
+    // Friction adds last, so a reused Hessian gets its terms in the order a fresh one would.
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential_derivatives", [&] {
+      using T = scalar_t;
+      const int64_t* body = vertex_body.data_ptr<int64_t>();
+      if (fv.size(0) + ee.size(0) > 0) {
+        const auto barrier = barrier_functor<T>(vertices, rest, faces, edges, fv, ee, dhat,
+                                                h2 * kappa, reuse ? 1 : 2, true);
+        L::ordered(q, fv.size(0) + ee.size(0), BarrierBodySumFunctor<T>{barrier, body, B,
+                                                                        grad.data_ptr<T>(),
+                                                                        hess.data_ptr<T>()});
+      }
+      frictionless = keep_frictionless ? hess.clone() : at::empty({0}, q.options());
+      if (nlag > 0) {
+        const at::Tensor u = vertices.sub(lagged);
+        const FrictionBodyFactorsFunctor<T> factors{
+            friction_functor<T>(u, lagged, rest, faces, edges, lag_fv, lag_ee, dhat, kappa,
+                                eps_v * dt),
+            rest.data_ptr<T>(), lag_mu.data_ptr<T>(), T(h2), nullptr};
+        L::ordered(q, nlag, FrictionBodySumFunctor<T>{factors, body, B, grad.data_ptr<T>(),
+                                                      hess.data_ptr<T>()});
+      }
+    });
+    return {grad, hess, frictionless};
+  }
   // Adds the parts (candidate, body s, body t) of functor f, candidates of bodies `body` (N, 2),
   // into the dense system in candidate order.
   auto add_parts = [&](const auto& f, const at::Tensor& body) {
-    if (q.is_cpu() && E >= at::get_num_threads())
+    if (E >= at::get_num_threads())
       add_by_environment(f, body, B, E);
-    else if (q.is_cpu())
-      add_by_body(f, body, E * B);
     else
-      L::ordered(q, 4 * body.size(0), f);
+      add_by_body(f, body, E * B);
   };
   // Candidates' stencil derivatives carried to their two bodies and added into the dense system
   // (the gradient only when local_hess is undefined).
@@ -442,22 +492,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
       add_parts(f, cb.body);
     });
   };
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential_derivatives", [&] {
-    // A 9×9 projection per body (~5 µs): the heavy grain spreads a few hundred bodies over threads.
-    L::heavy(q, E * B,
-             AffineBodyFunctor<scalar_t>{q.data_ptr<scalar_t>(), q_hat.data_ptr<scalar_t>(),
-                                         weight.data_ptr<scalar_t>(), mass.data_ptr<scalar_t>(),
-                                         ortho.data_ptr<scalar_t>(), scalar_t(h2), B, nullptr,
-                                         grad.data_ptr<scalar_t>(),
-                                         reuse ? nullptr : hess.data_ptr<scalar_t>()});
-  });
-  // On the CPU, only the candidates closer than d̂ (the others add exact zeros; a Newton step's
-  // list is mostly such): a distance pass instead of the Hessian launch's per-candidate work. On
-  // a device the count would cost a host sync, so every row goes in.
-  at::Tensor afv = fv, aee = ee;
-  if (vertices.is_cpu())
-    std::tie(afv, aee) = ipc_prune_candidates_impl(vertices, std::nullopt, faces, edges, fv, ee,
-                                                   dhat, L::cheap);
+  // Only the candidates closer than d̂ (the others add exact zeros; a Newton step's list is
+  // mostly such): a distance pass instead of the Hessian launch's per-candidate work.
+  at::Tensor afv, aee;
+  std::tie(afv, aee) = ipc_prune_candidates_impl(vertices, std::nullopt, faces, edges, fv, ee, dhat,
+                                                 L::cheap);
   if (afv.size(0) + aee.size(0) > 0) {
     // The projected-Hessian launch may share features and then writes Hessians only.
     at::Tensor g = std::get<1>(ipc_barrier_potential_impl(vertices, rest, faces, edges, afv, aee,
@@ -469,21 +508,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
     add_contacts(afv, aee, g, h);
   }
   // Friction adds last, so a reused Hessian gets its terms in the order a fresh one would.
-  at::Tensor frictionless = keep_frictionless ? hess.clone() : at::empty({0}, q.options());
-  const int64_t nlag = lag_fv.size(0) + lag_ee.size(0);
+  frictionless = keep_frictionless ? hess.clone() : at::empty({0}, q.options());
   if (nlag > 0) {  // Kronecker factors per pair (FrictionBodyFactorsFunctor), then their blocks
     const at::Tensor u = vertices.sub(lagged);
-    const at::Tensor scale = lag_mu.mul(h2);
     const CandidateBodies cb = candidate_bodies(faces, edges, lag_fv, lag_ee, vertex_body, L::cheap);
     at::Tensor factors = at::empty({nlag, kFrictionFactors}, q.options());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ipc_affine_potential_derivatives", [&] {
       using T = scalar_t;
-      CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
-                          lag_fv.data_ptr<int64_t>(), lag_ee.data_ptr<int64_t>(), lag_fv.size(0)};
-      const FrictionFunctor<T> friction{st, u.data_ptr<T>(), lagged.data_ptr<T>(), rest.data_ptr<T>(),
-                                        T(dhat * dhat), T(kappa), T(1), T(eps_v * dt), 2, nullptr};
+      const FrictionFunctor<T> friction = friction_functor<T>(u, lagged, rest, faces, edges, lag_fv,
+                                                              lag_ee, dhat, kappa, eps_v * dt);
       L::medium(q, nlag, FrictionBodyFactorsFunctor<T>{friction, rest.data_ptr<T>(),
-                                                      scale.data_ptr<T>(), factors.data_ptr<T>()});
+                                                      lag_mu.data_ptr<T>(), T(h2),
+                                                      factors.data_ptr<T>()});
       add_parts(FrictionBodyAddFunctor<T>{factors.data_ptr<T>(), cb.body.data_ptr<int64_t>(), B,
                                           grad.data_ptr<T>(), hess.data_ptr<T>()},
                 cb.body);
@@ -507,6 +543,19 @@ std::tuple<at::Tensor, at::Tensor> contact_statistics(const at::Tensor& vertices
   at::Tensor min_distance = at::full({num_envs}, std::numeric_limits<double>::infinity(), opt);
   const int64_t n = fv.size(0) + ee.size(0);
   if (n == 0) return {contacts, min_distance};
+  if constexpr (!launcher_sums_on_host<L>::value) {
+    AT_DISPATCH_FLOATING_TYPES(vertices.scalar_type(), "ipc_contact_statistics", [&] {
+      using T = scalar_t;
+      const CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
+                                fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), fv.size(0)};
+      L::ordered(vertices, n,
+                 ContactStatisticsFunctor<T>{{st, vertices.data_ptr<T>(), nullptr},
+                                             vertex_body.data_ptr<int64_t>(), num_bodies,
+                                             contacts.data_ptr<int64_t>(),
+                                             min_distance.data_ptr<T>()});
+    });
+    return {contacts, min_distance};
+  }
   at::Tensor distance = at::empty({n}, opt);
   const CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
                             fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), fv.size(0)};
@@ -514,9 +563,8 @@ std::tuple<at::Tensor, at::Tensor> contact_statistics(const at::Tensor& vertices
     L::cheap(vertices, n,
              CandidateDistanceFunctor<scalar_t>{st, vertices.data_ptr<scalar_t>(),
                                                 distance.data_ptr<scalar_t>()});
-    if (!vertices.is_cpu()) return;
-    // The CPU's sums in one pass over the rows (what the ops below compute, a dozen fewer
-    // launches): a count and the smallest distance per environment (never NaN: see the functor).
+    // A count and the smallest distance per environment, in one pass over the rows (never NaN:
+    // see the functor).
     int64_t* count = contacts.data_ptr<int64_t>();
     scalar_t* smallest = min_distance.data_ptr<scalar_t>();
     const scalar_t* d = distance.data_ptr<scalar_t>();
@@ -530,11 +578,6 @@ std::tuple<at::Tensor, at::Tensor> contact_statistics(const at::Tensor& vertices
       if (d[i] < smallest[e]) smallest[e] = d[i];
     }
   });
-  if (vertices.is_cpu()) return {contacts, min_distance};
-  const CandidateBodies cb = candidate_bodies(faces, edges, fv, ee, vertex_body, L::cheap);
-  const at::Tensor env = cb.body.select(1, 0).div(num_bodies, "floor");
-  add_rows_in_order(contacts, env, cb.stencils.select(1, 0).ge(0).to(at::kLong), 1);
-  min_distance.scatter_reduce_(0, env, distance, "amin");
   return {contacts, min_distance};
 }
 
@@ -579,28 +622,94 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_contact_forces_impl(
               "dt, dhat, eps_v: expected > 0 and kappa >= 0, got ", dt, ", ", dhat, ", ", eps_v,
               ", ", kappa);
   at::Tensor forces = at::zeros({num_envs * num_bodies, 3}, vertices.options());
-  // −g of each stencil vertex into its body, candidate by candidate (in order on the CPU);
-  // padding rows have g = 0 and stencil -1, sent to body 0.
-  auto add_forces = [&](const at::Tensor& stencils, const at::Tensor& g) {
-    const at::Tensor bodies = vertex_body.index_select(0, stencils.reshape(-1).clamp_min(0));
-    add_rows_in_order(forces, bodies, g.reshape({-1, 3}), -1);
-  };
-  if (fv.size(0) + ee.size(0) > 0) {
-    const at::Tensor stencils =
-        candidate_bodies(faces, edges, fv, ee, vertex_body, L::cheap).stencils;
-    add_forces(stencils, std::get<1>(ipc_barrier_potential_impl(
-                             vertices, rest, faces, edges, fv, ee, dhat, kappa, 1, false, L::cheap)));
-  }
-  if (lag_fv.size(0) + lag_ee.size(0) > 0) {
-    const at::Tensor stencils =
-        candidate_bodies(faces, edges, lag_fv, lag_ee, vertex_body, L::cheap).stencils;
-    at::Tensor g = ipc_friction_impl(vertices.sub(lagged), lagged, rest, faces, edges, lag_fv,
-                                     lag_ee, dhat, kappa, 1.0, eps_v * dt, 1, L::cheap);
-    add_forces(stencils, g.mul_(lag_mu.unsqueeze(1)));
+  const int64_t n = fv.size(0) + ee.size(0), nlag = lag_fv.size(0) + lag_ee.size(0);
+  if constexpr (!launcher_sums_on_host<L>::value) {
+    AT_DISPATCH_FLOATING_TYPES(vertices.scalar_type(), "ipc_affine_contact_forces", [&] {
+      using T = scalar_t;
+      const int64_t* body = vertex_body.data_ptr<int64_t>();
+      if (n > 0) {
+        const auto barrier =
+            barrier_functor<T>(vertices, rest, faces, edges, fv, ee, dhat, kappa, 1);
+        L::ordered(vertices, n, BarrierForceSumFunctor<T>{barrier, body, forces.data_ptr<T>()});
+      }
+      if (nlag > 0) {
+        const at::Tensor u = vertices.sub(lagged);
+        const auto friction = friction_functor<T>(u, lagged, rest, faces, edges, lag_fv, lag_ee,
+                                                  dhat, kappa, eps_v * dt);
+        L::ordered(vertices, nlag, FrictionForceSumFunctor<T>{friction, lag_mu.data_ptr<T>(), body,
+                                                              forces.data_ptr<T>()});
+      }
+    });
+  } else {
+    // −g of each stencil vertex into its body, candidate by candidate, in order; padding rows
+    // have g = 0 and stencil -1, sent to body 0.
+    auto add_forces = [&](const at::Tensor& stencils, const at::Tensor& g) {
+      const at::Tensor bodies = vertex_body.index_select(0, stencils.reshape(-1).clamp_min(0));
+      add_rows_in_order(forces, bodies, g.reshape({-1, 3}), -1);
+    };
+    if (n > 0) {
+      const at::Tensor stencils =
+          candidate_bodies(faces, edges, fv, ee, vertex_body, L::cheap).stencils;
+      add_forces(stencils, std::get<1>(ipc_barrier_potential_impl(vertices, rest, faces, edges, fv,
+                                                                  ee, dhat, kappa, 1, false,
+                                                                  L::cheap)));
+    }
+    if (nlag > 0) {
+      const at::Tensor stencils =
+          candidate_bodies(faces, edges, lag_fv, lag_ee, vertex_body, L::cheap).stencils;
+      at::Tensor g = ipc_friction_impl(vertices.sub(lagged), lagged, rest, faces, edges, lag_fv,
+                                       lag_ee, dhat, kappa, 1.0, eps_v * dt, 1, L::cheap);
+      add_forces(stencils, g.mul_(lag_mu.unsqueeze(1)));
+    }
   }
   auto [contacts, min_distance] =
       contact_statistics<L>(vertices, faces, edges, vertex_body, fv, ee, num_envs, num_bodies);
   return {forces, contacts, min_distance};
+}
+
+template <typename L>
+at::Tensor ipc_collision_free_steps_impl(const at::Tensor& v0, const at::Tensor& v1,
+                                         const at::Tensor& faces, const at::Tensor& edges,
+                                         const at::Tensor& fv, const at::Tensor& ee,
+                                         const at::Tensor& vertex_env, int64_t num_envs,
+                                         double min_distance, double conservative_rescaling,
+                                         int64_t max_iterations) {
+  TORCH_CHECK(num_envs > 0, "num_envs: expected > 0, got ", num_envs);
+  check_index_input(vertex_env, "vertex_env", {v0.size(0)}, num_envs);
+  check_same_device(vertex_env, "vertex_env", v0, "vertices_t0");
+  at::Tensor step = at::ones({num_envs}, v0.options());
+  if constexpr (!launcher_sums_on_host<L>::value) {
+    check_ccd_args(v0, v1, faces, edges, fv, ee, min_distance, 1.0, conservative_rescaling,
+                   max_iterations);
+    AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_collision_free_steps", [&] {
+      using T = scalar_t;
+      const CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
+                                fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), fv.size(0)};
+      const CcdParams prm{min_distance, 1.0, conservative_rescaling, max_iterations};
+      L::ordered(v0, fv.size(0) + ee.size(0),
+                 CollisionFreeStepFunctor<T>{{st, v0.data_ptr<T>(), v1.data_ptr<T>(), prm, nullptr},
+                                             vertex_env.data_ptr<int64_t>(), step.data_ptr<T>()});
+    });
+    return step;
+  }
+  const at::Tensor toi = ipc_ccd_impl(v0, v1, faces, edges, fv, ee, min_distance, 1.0,
+                                      conservative_rescaling, max_iterations, L::heavy);
+  AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_collision_free_steps", [&] {
+    const CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
+                              fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), fv.size(0)};
+    const scalar_t* t = toi.data_ptr<scalar_t>();
+    const int64_t* env = vertex_env.data_ptr<int64_t>();
+    scalar_t* out = step.data_ptr<scalar_t>();
+    for (int64_t i = 0; i < toi.size(0); ++i) {
+      if (st.padded(i) || t[i] >= scalar_t(1)) continue;
+      int64_t id[4];
+      st.ids(i, id);
+      scalar_t& e = out[env[id[0]]];
+      const scalar_t ti = t[i] > scalar_t(0) ? t[i] : scalar_t(0);  // NaN: 0
+      if (ti < e) e = ti;
+    }
+  });
+  return step;
 }
 
 }  // namespace contactnet

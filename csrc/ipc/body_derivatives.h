@@ -66,23 +66,13 @@ struct BodyPairDerivativesFunctor {
   // q index of the DOF (coordinate i, x̄ component α): p_i, then the rows of A.
   static CN_HD int dof(int i, int a) { return a == 0 ? i : 3 + 3 * i + a - 1; }
 
-  CN_HD void operator()(int64_t index) const {
-    const int64_t n = index / 4;
-    const int s = static_cast<int>(index / 2 % 2), t = static_cast<int>(index % 2);
-    const bool sum = body_index != nullptr;
-    if (!H && t != 0) return;
-    T block[144], gblock[12];
-    T* out = sum ? block : hess + index * 144;
-    T* gout = sum ? gblock : grad + (2 * n + s) * 12;
-    const int64_t* sv = st + 4 * n;
-    if (sv[0] < 0) {  // padding
-      if (sum) return;
-      for (int k = 0; k < 144; ++k) out[k] = T(0);
-      if (t == 0)
-        for (int k = 0; k < 12; ++k) gout[k] = T(0);
-      return;
-    }
-    const int split = is_fv[n] ? 1 : 2;  // stencil vertices [0, split) are body 0's
+  // Part [s, t] of a candidate whose stencil sv (4 vertex ids, split 1 | 3 between its bodies
+  // when is_fv, else 2 | 2) has derivatives gn (12) and Hn (144, or null): the 12×12 block into
+  // out when it is nonzero (returned; a candidate beyond d̂ has a zero Hessian and skips the
+  // products), and body s's gradient into gout when t == 0.
+  static CN_HD bool part(const T* gn, const T* Hn, const int64_t* sv, bool is_fv, const T* rest,
+                         int s, int t, T* out, T* gout) {
+    const int split = is_fv ? 1 : 2;  // stencil vertices [0, split) are body 0's
     const int s0 = s == 0 ? 0 : split, s1 = s == 0 ? split : 4;
     const int t0 = t == 0 ? 0 : split, t1 = t == 0 ? split : 4;
     T xbar[4][4];
@@ -90,8 +80,6 @@ struct BodyPairDerivativesFunctor {
       xbar[v][0] = T(1);
       for (int c = 0; c < 3; ++c) xbar[v][1 + c] = rest[3 * sv[v] + c];
     }
-    const T* Hn = H ? H + n * 144 : nullptr;
-    // Most candidates of a search lie beyond d̂ and have a zero Hessian: skip their products.
     bool nonzero = false;
     for (int r = 3 * s0; r < 3 * s1 && Hn && !nonzero; ++r)
       for (int c = 3 * t0; c < 3 * t1; ++c) nonzero |= Hn[r * 12 + c] != T(0);
@@ -111,30 +99,54 @@ struct BodyPairDerivativesFunctor {
         for (int a = 0; a < 4; ++a)
           for (int b = 0; b < 4; ++b) out[dof(i, a) * 12 + dof(j, b)] = M[a][b];
       }
-    if (!nonzero && !sum)
-      for (int k = 0; k < 144; ++k) out[k] = T(0);
-    if (nonzero && sum && dense_bodies > 0) {
-      const int64_t B = dense_bodies, ld = 12 * B;
-      const int64_t bs = body_index[2 * n + s], bt = body_index[2 * n + t];
-      T* dst = hess + bs / B * ld * ld + 12 * (bs % B) * ld + 12 * (bt % B);
-      for (int k = 0; k < 12; ++k)
-        for (int l = 0; l < 12; ++l) add(dst + k * ld + l, block[12 * k + l]);
-    } else if (nonzero && sum) {
-      T* dst = hess + block_index[index] * 144;
-      for (int k = 0; k < 144; ++k) add(dst + k, block[k]);
-    }
-    if (t == 0) {
-      const T* gn = g + n * 12;
+    if (t == 0)
       for (int i = 0; i < 3; ++i)
         for (int a = 0; a < 4; ++a) {
           T acc = T(0);
           for (int v = s0; v < s1; ++v) acc += gn[3 * v + i] * xbar[v][a];
           gout[dof(i, a)] = acc;
         }
-      if (sum) {
-        T* dst = grad + body_index[2 * n + s] * 12;
-        for (int k = 0; k < 12; ++k) add(dst + k, gblock[k]);
-      }
+    return nonzero;
+  }
+
+  // Adds block (144) at the rows of flat body bs and the columns of bt (e·B + b, one
+  // environment) of the dense per-environment systems hess (E, 12B, 12B).
+  static CN_HD void add_dense(T* hess, int64_t B, int64_t bs, int64_t bt, const T* block) {
+    const int64_t ld = 12 * B;
+    T* dst = hess + bs / B * ld * ld + 12 * (bs % B) * ld + 12 * (bt % B);
+    for (int k = 0; k < 12; ++k)
+      for (int l = 0; l < 12; ++l) add(dst + k * ld + l, block[12 * k + l]);
+  }
+
+  CN_HD void operator()(int64_t index) const {
+    const int64_t n = index / 4;
+    const int s = static_cast<int>(index / 2 % 2), t = static_cast<int>(index % 2);
+    const bool sum = body_index != nullptr;
+    if (!H && t != 0) return;
+    T block[144], gblock[12];
+    T* out = sum ? block : hess + index * 144;
+    T* gout = sum ? gblock : grad + (2 * n + s) * 12;
+    const int64_t* sv = st + 4 * n;
+    if (sv[0] < 0) {  // padding
+      if (sum) return;
+      for (int k = 0; k < 144; ++k) out[k] = T(0);
+      if (t == 0)
+        for (int k = 0; k < 12; ++k) gout[k] = T(0);
+      return;
+    }
+    const bool nonzero =
+        part(g + n * 12, H ? H + n * 144 : nullptr, sv, is_fv[n], rest, s, t, out, gout);
+    if (!nonzero && !sum)
+      for (int k = 0; k < 144; ++k) out[k] = T(0);
+    if (nonzero && sum && dense_bodies > 0) {
+      add_dense(hess, dense_bodies, body_index[2 * n + s], body_index[2 * n + t], block);
+    } else if (nonzero && sum) {
+      T* dst = hess + block_index[index] * 144;
+      for (int k = 0; k < 144; ++k) add(dst + k, block[k]);
+    }
+    if (t == 0 && sum) {
+      T* dst = grad + body_index[2 * n + s] * 12;
+      for (int k = 0; k < 12; ++k) add(dst + k, gblock[k]);
     }
   }
 };
@@ -146,23 +158,26 @@ struct BodyPairDerivativesFunctor {
 // and part s of the gradient is g[i] C_s[α] with g = μ N f₁/‖u‖ P u: 144 products a block
 // where the general chain rule takes ~430. The same sums as that rule, in another order.
 //
-// First pass, one index per candidate: its factors scaled by scale[n] (the potential's μ_n h²).
+// First pass, one index per candidate: its factors scaled by μ_n h² (the potential's).
 constexpr int kFrictionFactors = 21;  // K (9), g (3), C_0 (4), C_1 (4), active flag
 
 template <typename T>
 struct FrictionBodyFactorsFunctor {
   FrictionFunctor<T> friction;  // its order and out are unused
   const T* rest;                // (V, 3)
-  const T* scale;               // (N,)
+  const T* mu;                  // (N,) μ_n
+  T h2;
   T* out;                       // (N, kFrictionFactors)
 
-  CN_HD void operator()(int64_t n) const {
-    T* o = out + kFrictionFactors * n;
+  CN_HD void operator()(int64_t n) const { factors(n, out + kFrictionFactors * n); }
+
+  // Candidate n's factors into o (kFrictionFactors; all zero, the flag too, without friction).
+  CN_HD void factors(int64_t n, T* o) const {
     for (int k = 0; k < kFrictionFactors; ++k) o[k] = T(0);
     FrictionFrame<T> fr;
     T mu_n, u[2], y;
     if (!friction.state(n, fr, mu_n, u, y)) return;
-    const T s = scale[n] * mu_n;
+    const T s = (mu[n] * h2) * mu_n;
     const T f1y = friction_f1_over_y(y, friction.eps_v);
     // M = f₂ u uᵀ + f₁/‖u‖ I  (M = (2/ε) I at u = 0), as FrictionFunctor's Hessian.
     const T f2 = y > T(0) ? friction_f2(y, friction.eps_v) : T(0);
@@ -201,14 +216,19 @@ struct FrictionBodyAddFunctor {
   T* hess;  // (E, 12B, 12B)
 
   CN_HD void operator()(int64_t index) const {
-    using Sum = BodyPairDerivativesFunctor<T>;
     const int64_t n = index / 4;
     const int s = static_cast<int>(index / 2 % 2), t = static_cast<int>(index % 2);
-    const T* f = factors + kFrictionFactors * n;
+    add_part(factors + kFrictionFactors * n, s, t, B, body[2 * n + s], body[2 * n + t], grad, hess);
+  }
+
+  // Part [s, t] of a candidate with factors f and flat bodies bs, bt (e·B + b).
+  static CN_HD void add_part(const T* f, int s, int t, int64_t B, int64_t bs, int64_t bt, T* grad,
+                             T* hess) {
+    using Sum = BodyPairDerivativesFunctor<T>;
     if (f[20] == T(0)) return;
     const T* Cs = f + 12 + 4 * s;
     const T* Ct = f + 12 + 4 * t;
-    const int64_t ld = 12 * B, bs = body[2 * n + s], bt = body[2 * n + t];
+    const int64_t ld = 12 * B;
     T* dst = hess + bs / B * ld * ld + 12 * (bs % B) * ld + 12 * (bt % B);
     for (int i = 0; i < 3; ++i)
       for (int a = 0; a < 4; ++a) {

@@ -327,11 +327,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_prune_candidates_padded_impl(
 
 // ---- CCD ------------------------------------------------------------------------------------
 
-template <typename Launch>
-at::Tensor ipc_ccd_impl(const at::Tensor& v0, const at::Tensor& v1, const at::Tensor& faces,
-                        const at::Tensor& edges, const at::Tensor& fv, const at::Tensor& ee,
-                        double min_distance, double tmax, double conservative_rescaling,
-                        int64_t max_iterations, const Launch& launch) {
+inline void check_ccd_args(const at::Tensor& v0, const at::Tensor& v1, const at::Tensor& faces,
+                           const at::Tensor& edges, const at::Tensor& fv, const at::Tensor& ee,
+                           double min_distance, double tmax, double conservative_rescaling,
+                           int64_t max_iterations) {
   check_vertices(v0, "vertices_t0");
   check_vertices(v1, "vertices_t1");
   check_same_device_dtype(v0, "vertices_t0", v1, "vertices_t1");
@@ -343,6 +342,15 @@ at::Tensor ipc_ccd_impl(const at::Tensor& v0, const at::Tensor& v1, const at::Te
   TORCH_CHECK(conservative_rescaling > 0 && conservative_rescaling <= 1,
               "conservative_rescaling: expected in (0, 1], got ", conservative_rescaling);
   TORCH_CHECK(max_iterations > 0, "max_iterations: expected > 0, got ", max_iterations);
+}
+
+template <typename Launch>
+at::Tensor ipc_ccd_impl(const at::Tensor& v0, const at::Tensor& v1, const at::Tensor& faces,
+                        const at::Tensor& edges, const at::Tensor& fv, const at::Tensor& ee,
+                        double min_distance, double tmax, double conservative_rescaling,
+                        int64_t max_iterations, const Launch& launch) {
+  check_ccd_args(v0, v1, faces, edges, fv, ee, min_distance, tmax, conservative_rescaling,
+                 max_iterations);
   const int64_t nfv = fv.size(0), n = nfv + ee.size(0);
   at::Tensor toi = at::empty({n}, v0.options());
   AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_ccd", [&] {

@@ -83,8 +83,10 @@ struct CpuPotentialLauncher : CpuLauncher {
 };
 
 // The launchers of ipc_ops.h; grains (indices per task) such that one task does a few
-// microseconds of work.
-struct IpcCpuLaunchers {
+// microseconds of work. Alone, with a device's fused candidate sums (affine_potential.h,
+// candidate_sums.h) whose adds run serially here: the GPU's form of those ops, run on the CPU for
+// its tests (registered as _<op>_device_form, below).
+struct IpcCpuDeviceFormLaunchers {
   static constexpr CpuLauncher cheap{1024};           // distances, barrier, boxes: ~10-100 ns each
   static constexpr CpuLauncher medium{64};  // barrier gradients, friction's factors: ~0.2-0.5 µs each
   static constexpr CpuLauncher heavy{32};             // Hessian + PSD projection, CCD: ~10 µs each
@@ -98,6 +100,33 @@ struct IpcCpuLaunchers {
   static constexpr CpuLauncher block{64};  // one 12×12 body block, ~1 µs
   static constexpr CpuSerialLauncher ordered{};
 };
+
+// The CPU's: per-candidate arrays evaluated in parallel, then sums by environment or body.
+struct IpcCpuLaunchers : IpcCpuDeviceFormLaunchers {
+  static constexpr bool kSumsOnHost = true;
+};
+
+// The device-form ops: (their name, that of the op whose schema they share, the function).
+template <typename F>
+void for_each_device_form_op(const F& visit) {
+  using Ops = IpcOps<IpcCpuDeviceFormLaunchers>;
+  visit("_ipc_affine_potential_device_form", "ipc_affine_potential", &Ops::affine_potential);
+  visit("_ipc_affine_potential_derivatives_device_form", "ipc_affine_potential_derivatives",
+        &Ops::affine_potential_derivatives);
+  visit("_ipc_affine_contact_forces_device_form", "ipc_affine_contact_forces",
+        &Ops::affine_contact_forces);
+  visit("_ipc_contact_statistics_device_form", "ipc_contact_statistics", &Ops::contact_statistics);
+  visit("_ipc_collision_free_steps_device_form", "ipc_collision_free_steps",
+        &Ops::collision_free_steps);
+}
+
+std::string ipc_schema(const std::string& op) {
+  std::string out;
+  for_each_ipc_op<IpcCpuLaunchers>([&](const char* name, const char* schema, auto) {
+    if (op == name) out = schema;
+  });
+  return out;
+}
 
 using Tensor = at::Tensor;
 
@@ -191,6 +220,9 @@ TORCH_LIBRARY_FRAGMENT(contactnet, m) {
   for_each_ipc_op<IpcCpuLaunchers>([&](const char* name, const char* schema, auto) {
     m.def((std::string(name) + schema).c_str());
   });
+  for_each_device_form_op([&](const char* name, const char* like, auto) {
+    m.def((std::string(name) + ipc_schema(like)).c_str());
+  });
   m.def(
       "ipc_assemble_hessian(Tensor local, Tensor stencils, int num_vertices) -> "
       "(Tensor indices, Tensor values)");
@@ -205,6 +237,7 @@ TORCH_LIBRARY_FRAGMENT(contactnet, m) {
 TORCH_LIBRARY_IMPL(contactnet, CPU, m) {
   for_each_ipc_op<IpcCpuLaunchers>(
       [&](const char* name, const char*, auto fn) { m.impl(name, fn); });
+  for_each_device_form_op([&](const char* name, const char*, auto fn) { m.impl(name, fn); });
   m.impl("ipc_assemble_hessian", &assemble_hessian_cpu);
   m.impl("ipc_body_trees", &ipc_body_trees_cpu);
   m.impl("ipc_cholesky_solve", &ipc_cholesky_solve_cpu);

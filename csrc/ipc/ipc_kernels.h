@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "common/barrier.h"
 #include "common/ccd.h"
@@ -141,22 +142,15 @@ struct BarrierPotentialFunctor {
   T* hess;    // (N, 144) or null
   int64_t* dofs;  // (N, 4) stencil vertex ids, or null
 
-  CN_HD void operator()(int64_t i) const {
-    if (st.padded(i)) {
-      energy[i] = T(0);
-      if (grad) zero_array<T, 12>(grad + 12 * i);
-      if (hess) zero_array<T, 144>(hess + 144 * i);
-      if (dofs)
-        for (int k = 0; k < 4; ++k) dofs[4 * i + k] = -1;
-      return;
-    }
+  // Candidate i's term κ m b (e) and, as far as `order` asks, its gradient (g, 12) and Hessian
+  // (H, 144; projected when `project`); false, with nothing written, for padding and for an
+  // inactive candidate (d² ≥ d̂²), whose term is zero.
+  CN_HD bool evaluate(int64_t i, T& e, T* g, T* H) const {
+    if (st.padded(i)) return false;
     int64_t id[4];
     const bool is_ee = st.ids(i, id);
     Vec3<T> v[4];
-    for (int k = 0; k < 4; ++k) {
-      v[k] = load3(vertices + 3 * id[k]);
-      if (dofs) dofs[4 * i + k] = id[k];
-    }
+    for (int k = 0; k < 4; ++k) v[k] = load3(vertices + 3 * id[k]);
     T gd[12], Hd[144];
     T* gp = order >= 1 ? gd : nullptr;
     T* Hp = order >= 2 ? Hd : nullptr;
@@ -164,12 +158,7 @@ struct BarrierPotentialFunctor {
                               : point_triangle_distance_type(v[0], v[1], v[2], v[3]);
     const T d = is_ee ? edge_edge_distance(v[0], v[1], v[2], v[3], gp, Hp, type)
                       : point_triangle_distance(v[0], v[1], v[2], v[3], gp, Hp, type);
-    if (!(d < dhat2)) {
-      energy[i] = T(0);
-      if (grad) zero_array<T, 12>(grad + 12 * i);
-      if (hess) zero_array<T, 144>(hess + 144 * i);
-      return;
-    }
+    if (!(d < dhat2)) return false;
     const T b = barrier(d, dhat2);
     T m = T(1);
     T gm[12], Hm[144];
@@ -183,17 +172,15 @@ struct BarrierPotentialFunctor {
       if (mollified && order >= 1)
         edge_edge_mollifier(v[0], v[1], v[2], v[3], eps_x, gm, order >= 2 ? Hm : nullptr);
     }
-    energy[i] = kappa * m * b;  // κ m b
-    if (order < 1) return;
+    e = kappa * m * b;  // κ m b
+    if (order < 1) return true;
     const T b1 = barrier_first_derivative(d, dhat2);
-    T* g = grad + 12 * i;
     for (int k = 0; k < 12; ++k) {
       g[k] = kappa * m * b1 * gd[k];  // κ m b' ∇d
       if (mollified) g[k] += kappa * b * gm[k];  // + κ b ∇m
     }
-    if (order < 2) return;
+    if (order < 2) return true;
     const T b2 = barrier_second_derivative(d, dhat2);
-    T* H = hess + 144 * i;
     for (int r = 0; r < 12; ++r)
       for (int c = 0; c < 12; ++c) {
         // κ m (b'' ∇d ∇dᵀ + b' ∇²d)
@@ -211,6 +198,22 @@ struct BarrierPotentialFunctor {
                                             : point_triangle_feature(type, feat));
       if (mollified || nf != 4 || !project_to_psd_interior(H, gd))
         project_to_psd_translation_free(H, 12, feat, nf);
+    }
+    return true;
+  }
+
+  CN_HD void operator()(int64_t i) const {
+    if (dofs) {
+      int64_t id[4] = {-1, -1, -1, -1};
+      if (!st.padded(i)) st.ids(i, id);
+      for (int k = 0; k < 4; ++k) dofs[4 * i + k] = id[k];
+    }
+    T* g = grad ? grad + 12 * i : nullptr;
+    T* H = hess ? hess + 144 * i : nullptr;
+    if (!evaluate(i, energy[i], g, H)) {
+      energy[i] = T(0);
+      if (g) zero_array<T, 12>(g);
+      if (H) zero_array<T, 144>(H);
     }
   }
 
@@ -280,6 +283,31 @@ struct BarrierPotentialFunctor {
           for (int c = 0; c < 3; ++c)
             H[(3 * pi[k] + r) * 12 + 3 * pi[l] + c] = A[(3 * pr[k] + r) * 12 + 3 * pr[l] + c];
   }
+};
+
+// Distance (m) of candidate i: the exact primitive distance, √ of the barrier's squared
+// distance (0 where that is NaN: a non-finite position reads as touching); padding rows: +inf.
+template <typename T>
+struct CandidateDistanceFunctor {
+  CandidateStencil st;
+  const T* vertices;  // (V, 3)
+  T* out;             // (N,)
+
+  CN_HD T value(int64_t i) const {
+    if (st.padded(i)) return std::numeric_limits<T>::infinity();
+    int64_t id[4];
+    const bool is_ee = st.ids(i, id);
+    Vec3<T> v[4];
+    for (int k = 0; k < 4; ++k) v[k] = load3(vertices + 3 * id[k]);
+    T* const none = nullptr;
+    const T d2 = is_ee ? edge_edge_distance(v[0], v[1], v[2], v[3], none, none,
+                                            edge_edge_distance_type(v[0], v[1], v[2], v[3]))
+                       : point_triangle_distance(v[0], v[1], v[2], v[3], none, none,
+                                                 point_triangle_distance_type(v[0], v[1], v[2], v[3]));
+    return sqrt(d2 > T(0) ? d2 : T(0));
+  }
+
+  CN_HD void operator()(int64_t i) const { out[i] = value(i); }
 };
 
 // Smooth friction of candidate i (see friction.h): D = μ N f₀(‖u‖) with u = Tᵀ v, lagged at
@@ -456,11 +484,8 @@ struct CcdFunctor {
   CcdParams prm;
   T* toi;  // (N,)
 
-  CN_HD void operator()(int64_t i) const {
-    if (st.padded(i)) {
-      toi[i] = T(prm.tmax);  // padding: no impact
-      return;
-    }
+  CN_HD T value(int64_t i) const {
+    if (st.padded(i)) return T(prm.tmax);  // padding: no impact
     int64_t id[4];
     const bool is_ee = st.ids(i, id);
     Vec3<double> x[4], dx[4];
@@ -470,8 +495,10 @@ struct CcdFunctor {
       x[k] = make_vec3(double(a[0]), double(a[1]), double(a[2]));
       dx[k] = make_vec3(double(b[0]) - x[k].x, double(b[1]) - x[k].y, double(b[2]) - x[k].z);
     }
-    toi[i] = T(additive_ccd(x, dx, is_ee, prm));
+    return T(additive_ccd(x, dx, is_ee, prm));
   }
+
+  CN_HD void operator()(int64_t i) const { toi[i] = value(i); }
 };
 
 }  // namespace contactnet

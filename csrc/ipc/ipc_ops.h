@@ -165,6 +165,15 @@ struct IpcOps {
                         max_iterations, L::heavy);
   }
 
+  static Tensor collision_free_steps(const Tensor& v0, const Tensor& v1, const Tensor& faces,
+                                     const Tensor& edges, const Tensor& fv, const Tensor& ee,
+                                     const Tensor& vertex_env, int64_t num_envs,
+                                     double min_distance, double conservative_rescaling,
+                                     int64_t max_iterations) {
+    return ipc_collision_free_steps_impl<L>(v0, v1, faces, edges, fv, ee, vertex_env, num_envs,
+                                            min_distance, conservative_rescaling, max_iterations);
+  }
+
   static std::tuple<Tensor, Tensor> body_pair_derivatives(const Tensor& local_gradient,
                                                           const Tensor& local_hessian,
                                                           const Tensor& stencils,
@@ -336,6 +345,11 @@ void for_each_ipc_op(Visit&& visit) {
         "Tensor ee, float min_distance, float tmax, float conservative_rescaling, "
         "int max_iterations) -> Tensor",
         &Ops::ccd);
+  visit("ipc_collision_free_steps",
+        "(Tensor vertices_t0, Tensor vertices_t1, Tensor faces, Tensor edges, Tensor fv, "
+        "Tensor ee, Tensor vertex_env, int num_envs, float min_distance, "
+        "float conservative_rescaling, int max_iterations) -> Tensor",
+        &Ops::collision_free_steps);
 
   visit("ipc_body_pair_derivatives",
         "(Tensor local_gradient, Tensor local_hessian, Tensor stencils, Tensor is_face_vertex, "

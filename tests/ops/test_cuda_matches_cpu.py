@@ -238,6 +238,14 @@ def test_ccd_time_of_impact(min_distance):
         close(toi, toi_dev, rtol=1e-9, atol=1e-12)
     close(ipc.collision_free_step(V, V1, F, E, min_distance, body),
           ipc.collision_free_step(*to_dev(V, V1, F, E), min_distance, body.to(DEVICE)), rtol=1e-9, atol=1e-12)
+    # Per environment (5 of them, the last without candidates), on a list mostly of padding.
+    env = torch.clamp(torch.arange(V.shape[0]) * 5 // V.shape[0], max=3)
+    pad = torch.full((20_000, 2), -1, dtype=torch.int64)
+    padded = ipc.Candidates(torch.cat([cand.face_vertex, pad]), torch.cat([cand.edge_edge, pad]))
+    steps = ipc.collision_free_steps(V, V1, F, E, padded, env, 5, min_distance)
+    assert float(steps[:4].max()) < 1 and steps[4] == 1
+    close(steps, ipc.collision_free_steps(*to_dev(V, V1, F, E), ipc.Candidates(*to_dev(*padded)), env.to(DEVICE), 5,
+                                          min_distance), rtol=1e-9, atol=1e-12, name="steps")
 
 
 def test_prune_candidates():
@@ -290,7 +298,8 @@ def test_body_candidates_padded(swept):
 
 def test_affine_potential_and_derivatives():
     """The stepper's fused potential (CPU inputs from a CPU stepper, moved): energy, gradient and the
-    dense PSD-projected Hessian, with friction and padding rows."""
+    dense PSD-projected Hessian, with friction and lists mostly of padding (the GPU sums one
+    candidate per thread, candidate_sums.h)."""
     from contactnet.sim import Stepper, scenes
     from tests.sim.test_affine_potential import potential_inputs, tilted_stack
 
@@ -299,7 +308,7 @@ def test_affine_potential_and_derivatives():
         for _ in range(200):
             if sim.step().contacts.min() > 0:
                 break
-        packed, c, q, q_hat, w, x_t, lag, x, cand = potential_inputs(sim, 0, pad=4)
+        packed, c, q, q_hat, w, x_t, lag, x, cand = potential_inputs(sim, 0, pad=20_000)
         args = [q, q_hat, w, packed.M, packed.ortho_weight, x, packed.rest, packed.faces, packed.edges,
                 packed.vertex_body, cand, x_t, lag.candidates, lag.mu]
         tail = (c.dt, c.dhat, c.kappa, c.eps_v)
@@ -347,7 +356,7 @@ def test_newton_check_and_line_search_accept(dtype):
 
 
 def test_affine_contact_forces():
-    """The stepper's end-of-step forces and statistics, padding rows included; the forces sum
+    """The stepper's end-of-step forces and statistics, on lists mostly of padding; the forces sum
     atomically on the GPU, in order on the CPU."""
     from contactnet.sim import Stepper, scenes
     from tests.sim.test_affine_potential import potential_inputs, tilted_stack
@@ -357,7 +366,7 @@ def test_affine_contact_forces():
         for _ in range(200):
             if sim.step().contacts.max() > 0:
                 break
-        packed, c, q, q_hat, w, x_t, lag, x, cand = potential_inputs(sim, 0, pad=4)
+        packed, c, q, q_hat, w, x_t, lag, x, cand = potential_inputs(sim, 0, pad=20_000)
         args = [x, x_t, packed.rest, packed.faces, packed.edges, packed.vertex_body, cand, lag.candidates, lag.mu]
         tail = (sim.num_envs, sim.max_bodies, c.dt, c.dhat, c.kappa, c.eps_v)
         dev = [ipc.Candidates(*to_dev(*a)) if isinstance(a, ipc.Candidates) else a.to(DEVICE) for a in args]

@@ -91,6 +91,39 @@ def test_padding_rows_contribute_nothing(device):
     torch.testing.assert_close(ipc.barrier_potential(V, F, E, p, dhat), ipc.barrier_potential(V, F, E, c, dhat))
 
 
+def test_collision_free_steps_take_each_environments_smallest_time_of_impact(device):
+    """`collision_free_steps`: per environment, the smallest time of impact of its candidates (of
+    its first stencil vertex), 1 without any, padding ignored; exact (a min), the same in the
+    device form (one pass, no per-candidate times) on the CPU; bad arguments named."""
+    V, F, E = (t.to(device) for t in cases.random_triangle_soup(40, seed=4))
+    g = torch.Generator().manual_seed(5)
+    V1 = V + (0.15 * torch.randn(V.shape, generator=g, dtype=V.dtype)).to(device)
+    vertex_env = (torch.arange(V.shape[0], device=device) >= V.shape[0] // 2) * 2  # envs 0 and 2 of 4
+    c = ipc.swept_candidates(V, V1, F, E, 0.0)
+    pad = torch.full((9, 2), -1, dtype=torch.int64, device=device)
+    padded = ipc.Candidates(torch.cat([c.face_vertex, pad]), torch.cat([pad, c.edge_edge]))
+    toi = ipc.ccd_time_of_impact(V, V1, F, E, c)
+    env = vertex_env[ipc.candidate_stencils(F, E, c)[:, 0]]
+    want = torch.ones(4, dtype=V.dtype, device=device).scatter_reduce(0, env, toi, "amin")
+    assert float(want[0]) < 1 and float(want[2]) < 1 and want[1] == 1 and want[3] == 1
+    for cand in (c, padded):
+        assert torch.equal(ipc.collision_free_steps(V, V1, F, E, cand, vertex_env, 4), want)
+        if device == "cpu":
+            got = torch.ops.contactnet._ipc_collision_free_steps_device_form(V, V1, F, E, *cand, vertex_env, 4, 0.0,
+                                                                             0.9, 1_000_000)
+            assert torch.equal(got, want)
+    assert torch.equal(ipc.collision_free_steps(V, V1, F, E, ipc.Candidates(pad, pad), vertex_env, 4),
+                       torch.ones_like(want))
+    with pytest.raises(ValueError, match="num_envs"):
+        ipc.collision_free_steps(V, V1, F, E, c, vertex_env, 0)
+    with pytest.raises(ValueError, match="vertex_env"):
+        ipc.collision_free_steps(V, V1, F, E, c, vertex_env, 2)
+    with pytest.raises(ValueError, match="vertex_env"):
+        ipc.collision_free_steps(V, V1, F, E, c, vertex_env[1:], 4)
+    with pytest.raises(ValueError, match="conservative_rescaling"):
+        ipc.collision_free_steps(V, V1, F, E, c, vertex_env, 4, conservative_rescaling=2.0)
+
+
 @pytest.mark.parametrize("swept", [True, False])
 def test_pruning_keeps_the_list_shape(swept, device):
     """`prune_candidates_padded`: the rows `prune_candidates` keeps, in order, at the front of
@@ -158,3 +191,5 @@ def test_opcheck():
     fv, ee = ipc.swept_candidates(V, V + 0.1, F, E, 0.01)
     torch.library.opcheck(torch.ops.contactnet.ipc_prune_candidates_padded, (V, V + 0.1, F, E, fv, ee, 0.01, 8))
     torch.library.opcheck(torch.ops.contactnet.ipc_prune_candidates_padded, (V, None, F, E, fv, ee, 0.2, 8))
+    torch.library.opcheck(torch.ops.contactnet.ipc_collision_free_steps,
+                          (V, V + 0.1, F, E, fv, ee, torch.zeros(V.shape[0], dtype=torch.int64), 1, 0.0, 0.9, 1000))

@@ -76,7 +76,7 @@ def test_fixed_step_has_no_host_sync_and_no_data_dependent_shape(scenes):
     # The fixed-capacity lists come from the body-level search (on a GPU too).
     assert torch.ops.contactnet.ipc_body_candidates_padded.default in mode.seen
     assert torch.ops.contactnet.ipc_prune_candidates_padded.default in mode.seen
-    assert torch.ops.contactnet.ipc_ccd.default in mode.seen
+    assert torch.ops.contactnet.ipc_collision_free_steps.default in mode.seen
     assert info.iterations == 4 and not bool(info.candidate_overflow)
     assert bool((info.contacts > 0).all()) and bool((info.min_distance > 0).all())
     sim.validate()

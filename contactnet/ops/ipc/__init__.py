@@ -58,7 +58,7 @@ from contactnet.ops.ipc.candidates import (
     swept_candidates,
     swept_candidates_padded,
 )
-from contactnet.ops.ipc.ccd import ccd_time_of_impact, collision_free_step
+from contactnet.ops.ipc.ccd import ccd_time_of_impact, collision_free_step, collision_free_steps
 from contactnet.ops.ipc.cholesky import cholesky_solve
 from contactnet.ops.ipc.newton import line_search_accept, newton_check, relative_displacement_bound
 from contactnet.ops.ipc.distances import (
@@ -120,6 +120,7 @@ __all__ = [
     "collision_candidates",
     "collision_candidates_padded",
     "collision_free_step",
+    "collision_free_steps",
     "contact_statistics",
     "edge_edge_distance_squared",
     "edge_edge_distance_squared_gradient",

@@ -7,13 +7,17 @@ import torch
 
 from contactnet._extension import load_extension
 from contactnet.ops._checks import (
+    as_index_tensor,
     check_float_tensor,
+    check_index_values,
     check_int,
     check_positive,
     check_same_batch,
+    check_same_device,
     inputs_trusted,
     ipc_candidate_args,
     ipc_mesh_args,
+    values_checked_here,
 )
 from contactnet.ops.ipc.candidates import Candidates, swept_candidates
 
@@ -57,6 +61,40 @@ def collision_free_step(vertices_t0, vertices_t1, faces, edges, min_distance: fl
     if toi.numel() == 0:
         return vertices_t0.new_ones(())
     return toi.min()
+
+
+def collision_free_steps(vertices_t0, vertices_t1, faces, edges, candidates: Candidates, vertex_env, num_envs: int,
+                         min_distance: float = 0.0, conservative_rescaling: float = 0.9,
+                         max_iterations: int = 1_000_000) -> torch.Tensor:
+    """(num_envs,) per environment, the largest step fraction α in [0, 1] that keeps every listed
+    pair of it farther apart than min_distance: the smallest `ccd_time_of_impact` of its candidates
+    (1 without any; a NaN time counts as 0). A candidate belongs to the environment of its first
+    stencil vertex, vertex_env (V,) in [0, num_envs). Rows of -1 are padding. One pass over the
+    candidates with no per-candidate output on a GPU, where a fixed-capacity list is mostly
+    padding."""
+    fv, ee = candidates
+    if not inputs_trusted():
+        faces, edges, _ = ipc_mesh_args(vertices_t0, faces, edges, None, "vertices_t0")
+        check_float_tensor(vertices_t1, "vertices_t1", (None, 3))
+        check_same_batch({"vertices_t0": vertices_t0, "vertices_t1": vertices_t1})
+        fv, ee = ipc_candidate_args(candidates, vertices_t0, faces, edges)
+        num_envs = check_int(num_envs, "num_envs", 1)
+        vertex_env = as_index_tensor(vertex_env, "vertex_env", (vertices_t0.shape[0],))
+        check_same_device(vertex_env, "vertex_env", vertices_t0, "vertices_t0")
+        if values_checked_here(vertex_env):
+            check_index_values(vertex_env, "vertex_env", num_envs)
+        min_distance = check_positive(min_distance, "min_distance", allow_zero=True)
+        conservative_rescaling = check_positive(conservative_rescaling, "conservative_rescaling")
+        if conservative_rescaling > 1:
+            raise ValueError(f"conservative_rescaling: expected a value in (0, 1], got {conservative_rescaling}")
+        max_iterations = check_int(max_iterations, "max_iterations", 1)
+    return _ops.ipc_collision_free_steps(vertices_t0, vertices_t1, faces, edges, fv, ee, vertex_env, int(num_envs),
+                                         float(min_distance), float(conservative_rescaling), int(max_iterations))
+
+
+@torch.library.register_fake("contactnet::ipc_collision_free_steps")
+def _(vertices_t0, vertices_t1, faces, edges, fv, ee, vertex_env, num_envs, *args):
+    return vertices_t0.new_empty((num_envs,))
 
 
 @torch.library.register_fake("contactnet::ipc_ccd")
