@@ -31,7 +31,9 @@ __all__ = ["NeighbourList", "PaddedSearch", "body_search", "candidate_distances"
 
 
 class PaddedSearch(NamedTuple):
-    candidates: ipc.Candidates  # rows of -1 where unused, or where a pair joined two environments
+    # Rows of -1 where unused, or where a pair joined two environments; bounded by the counts of
+    # the search (every row past them is padding).
+    candidates: ipc.BoundedCandidates
     overflow: torch.Tensor  # () bool: more pairs of one kind than the capacity (some were dropped)
 
 
@@ -151,7 +153,7 @@ def search_padded(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None,
         xs0, qs0, xs1, qs1 = _shifted(scene, x0, x1, q0, q1)
         found = ipc.body_candidates_padded(xs0, scene.faces, scene.edges, scene.trees, qs0, scene.body_pairs, reach,
                                            capacity, vertices_t1=xs1, q_t1=qs1, vertex_body=scene.vertex_group)
-        return PaddedSearch(found.candidates, found.overflow)
+        return PaddedSearch(found.bounded, found.overflow)
     return search_padded_all_primitives(scene, x0, x1, reach, capacity)
 
 
@@ -171,8 +173,8 @@ def search_padded_all_primitives(scene: PackedScene, x0: torch.Tensor, x1: torch
     fv_ok, ee_ok = scene.same_env_masks(fv, ee)
     fv_ok &= fv[:, 0] >= 0
     ee_ok &= ee[:, 0] >= 0
-    return PaddedSearch(ipc.Candidates(torch.where(fv_ok[:, None], fv, -1), torch.where(ee_ok[:, None], ee, -1)),
-                        found.overflow)
+    return PaddedSearch(ipc.BoundedCandidates(torch.where(fv_ok[:, None], fv, -1), torch.where(ee_ok[:, None], ee, -1),
+                                              found.counts), found.overflow)
 
 
 def displacement_bound(scene: PackedScene, dq: torch.Tensor) -> torch.Tensor:

@@ -254,10 +254,11 @@ class FixedShape(StepMode):
             return found.candidates
         # Around a shaken bowl the swept boxes keep 30-250 times more pairs than can come within
         # reach (its motion, which the objects riding it share, is larger than d̂): pruned, CCD,
-        # the derivatives and every line-search energy skip them as padding. Same capacity: the
-        # pruned list cannot overflow.
+        # the derivatives and every line-search energy skip them as padding, and the rows past
+        # the kept ones unread (the lists' extents). Same capacity: the pruned list cannot
+        # overflow.
         return ipc.prune_candidates_padded(x0, scene.faces, scene.edges, found.candidates, reach,
-                                           self.max_candidates, vertices_t1=x1).candidates
+                                           self.max_candidates, vertices_t1=x1).bounded
 
     def solve(self, H, grad, fixed: FixedDofs):
         """−H⁻¹g with the first of a fixed ladder of shifts that factorises; 0 where none does

@@ -55,6 +55,11 @@ struct CpuSerialLauncher {
   void operator()(const at::Tensor& /*like*/, int64_t n, const F& f) const {
     for (int64_t i = 0; i < n; ++i) f(i);
   }
+  // Indices [0, f.bound()), a count the functor reads where it runs (at most n_max).
+  template <typename F>
+  void bounded(const at::Tensor& /*like*/, int64_t /*n_max*/, const F& f) const {
+    for (int64_t i = 0, n = f.bound(); i < n; ++i) f(i);
+  }
 };
 
 }  // namespace contactnet

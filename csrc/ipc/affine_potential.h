@@ -41,6 +41,7 @@
 // (candidate_sums.h), with no per-candidate arrays.
 #pragma once
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <tuple>
@@ -50,6 +51,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/full.h>
@@ -281,6 +283,50 @@ inline void add_rows_in_order(at::Tensor& out, const at::Tensor& index, const at
   });
 }
 
+// extents: None, or (2,) int64 on like's device: rows at or past extents[0] of the face–vertex
+// list and extents[1] of the edge–edge list are padding (a fixed-capacity list written from the
+// front, extents its counts; counts past the capacity are clamped). Never read on a device.
+inline void check_extents(const std::optional<at::Tensor>& extents, const char* name,
+                          const at::Tensor& like) {
+  if (!extents.has_value()) return;
+  check_input(*extents, name, {2});
+  TORCH_CHECK(extents->scalar_type() == at::kLong, name, ": expected int64, got ",
+              extents->scalar_type());
+  check_same_device(*extents, name, like, "the candidates");
+  if (values_checked_in_cpp(*extents))
+    TORCH_CHECK_VALUE(extents->min().item<int64_t>() >= 0, name, ": expected counts >= 0");
+}
+
+// Host form: the rows before the extents (read here; host tensors), and those of a per-row
+// tensor `per_row` (face–vertex rows first) when defined.
+struct RowsInUse {
+  at::Tensor fv, ee, per_row;
+};
+inline RowsInUse rows_in_use(const at::Tensor& fv, const at::Tensor& ee,
+                             const std::optional<at::Tensor>& extents,
+                             const at::Tensor& per_row = at::Tensor()) {
+  if (!extents.has_value()) return {fv, ee, per_row};
+  const int64_t* e = extents->data_ptr<int64_t>();
+  const int64_t a = std::min(e[0], fv.size(0)), b = std::min(e[1], ee.size(0));
+  at::Tensor rows;
+  if (per_row.defined())
+    rows = at::cat({per_row.narrow(0, 0, a), per_row.narrow(0, fv.size(0), b)});
+  return {fv.narrow(0, 0, a), ee.narrow(0, 0, b), rows};
+}
+
+// Device form: f over the rows of fv then ee (its candidate indices), only those before the
+// extents when given, without reading them on the host.
+template <typename Launch, typename F>
+void launch_rows(const Launch& launch, const at::Tensor& like, const at::Tensor& fv,
+                 const at::Tensor& ee, const std::optional<at::Tensor>& extents, const F& f) {
+  const int64_t nfv = fv.size(0), nee = ee.size(0);
+  if (nfv + nee == 0) return;
+  if (extents.has_value())
+    launch.bounded(like, nfv + nee, ExtentRows<F>{f, extents->data_ptr<int64_t>(), nfv, nee});
+  else
+    launch(like, nfv + nee, f);
+}
+
 // The per-candidate functors of the barrier (κ, order, projected) and of friction (μ = 1,
 // velocities u, lagged positions; order 0) on candidate lists a (face–vertex) and b
 // (edge–edge), without output arrays (candidate_sums.h evaluates them into registers).
@@ -313,10 +359,23 @@ at::Tensor ipc_affine_potential_impl(
     const at::Tensor& rest, const at::Tensor& faces, const at::Tensor& edges,
     const at::Tensor& vertex_body, const at::Tensor& fv, const at::Tensor& ee,
     const at::Tensor& lagged, const at::Tensor& lag_fv, const at::Tensor& lag_ee,
-    const at::Tensor& lag_mu, double dt, double dhat, double kappa, double eps_v) {
+    const at::Tensor& lag_mu, double dt, double dhat, double kappa, double eps_v,
+    const std::optional<at::Tensor>& extents, const std::optional<at::Tensor>& lag_extents) {
   check_affine_potential_inputs(q, q_hat, weight, mass, ortho, vertices, rest, faces, edges,
                                 vertex_body, fv, ee, lagged, lag_fv, lag_ee, lag_mu, dt, dhat,
                                 kappa, eps_v);
+  check_extents(extents, "extents", fv);
+  check_extents(lag_extents, "lag_extents", lag_fv);
+  if constexpr (launcher_sums_on_host<L>::value) {
+    if (extents.has_value() || lag_extents.has_value()) {
+      const RowsInUse c = rows_in_use(fv, ee, extents);
+      const RowsInUse lag = rows_in_use(lag_fv, lag_ee, lag_extents, lag_mu);
+      return ipc_affine_potential_impl<L>(q, q_hat, weight, mass, ortho, vertices, rest, faces,
+                                          edges, vertex_body, c.fv, c.ee, lagged, lag.fv, lag.ee,
+                                          lag.per_row, dt, dhat, kappa, eps_v, std::nullopt,
+                                          std::nullopt);
+    }
+  }
   const int64_t E = q.size(0), B = q.size(1);
   const double h2 = dt * dt;
   at::Tensor per_body = at::empty({E, B}, q.options());
@@ -336,14 +395,16 @@ at::Tensor ipc_affine_potential_impl(
       if (n > 0) {
         const auto barrier =
             barrier_functor<T>(vertices, rest, faces, edges, fv, ee, dhat, h2 * kappa, 0);
-        L::ordered(q, n, BarrierEnergySumFunctor<T>{barrier, body, B, total.data_ptr<T>()});
+        launch_rows(L::ordered, q, fv, ee, extents,
+                    BarrierEnergySumFunctor<T>{barrier, body, B, total.data_ptr<T>()});
       }
       if (nlag > 0) {
         const at::Tensor u = vertices.sub(lagged);
         const auto friction = friction_functor<T>(u, lagged, rest, faces, edges, lag_fv, lag_ee,
                                                   dhat, kappa, eps_v * dt);
-        L::ordered(q, nlag, FrictionEnergySumFunctor<T>{friction, lag_mu.data_ptr<T>(), T(h2), body,
-                                                        B, total.data_ptr<T>()});
+        launch_rows(L::ordered, q, lag_fv, lag_ee, lag_extents,
+                    FrictionEnergySumFunctor<T>{friction, lag_mu.data_ptr<T>(), T(h2), body, B,
+                                                total.data_ptr<T>()});
       }
     });
     return total;
@@ -423,10 +484,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
     const at::Tensor& vertex_body, const at::Tensor& fv, const at::Tensor& ee,
     const at::Tensor& lagged, const at::Tensor& lag_fv, const at::Tensor& lag_ee,
     const at::Tensor& lag_mu, double dt, double dhat, double kappa, double eps_v,
-    const std::optional<at::Tensor>& frictionless_hessian, bool keep_frictionless) {
+    const std::optional<at::Tensor>& frictionless_hessian, bool keep_frictionless,
+    const std::optional<at::Tensor>& extents, const std::optional<at::Tensor>& lag_extents) {
   check_affine_potential_inputs(q, q_hat, weight, mass, ortho, vertices, rest, faces, edges,
                                 vertex_body, fv, ee, lagged, lag_fv, lag_ee, lag_mu, dt, dhat,
                                 kappa, eps_v);
+  check_extents(extents, "extents", fv);
+  check_extents(lag_extents, "lag_extents", lag_fv);
+  if constexpr (launcher_sums_on_host<L>::value) {
+    if (extents.has_value() || lag_extents.has_value()) {
+      const RowsInUse c = rows_in_use(fv, ee, extents);
+      const RowsInUse lag = rows_in_use(lag_fv, lag_ee, lag_extents, lag_mu);
+      return ipc_affine_potential_derivatives_impl<L>(
+          q, q_hat, weight, mass, ortho, vertices, rest, faces, edges, vertex_body, c.fv, c.ee,
+          lagged, lag.fv, lag.ee, lag.per_row, dt, dhat, kappa, eps_v, frictionless_hessian,
+          keep_frictionless, std::nullopt, std::nullopt);
+    }
+  }
   const int64_t E = q.size(0), B = q.size(1), n = 12 * B;
   const bool reuse = frictionless_hessian.has_value();
   if (reuse) {
@@ -455,9 +529,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
       if (fv.size(0) + ee.size(0) > 0) {
         const auto barrier = barrier_functor<T>(vertices, rest, faces, edges, fv, ee, dhat,
                                                 h2 * kappa, reuse ? 1 : 2, true);
-        L::ordered(q, fv.size(0) + ee.size(0), BarrierBodySumFunctor<T>{barrier, body, B,
-                                                                        grad.data_ptr<T>(),
-                                                                        hess.data_ptr<T>()});
+        launch_rows(L::ordered, q, fv, ee, extents,
+                    BarrierBodySumFunctor<T>{barrier, body, B, grad.data_ptr<T>(),
+                                             hess.data_ptr<T>()});
       }
       frictionless = keep_frictionless ? hess.clone() : at::empty({0}, q.options());
       if (nlag > 0) {
@@ -466,8 +540,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
             friction_functor<T>(u, lagged, rest, faces, edges, lag_fv, lag_ee, dhat, kappa,
                                 eps_v * dt),
             rest.data_ptr<T>(), lag_mu.data_ptr<T>(), T(h2), nullptr};
-        L::ordered(q, nlag, FrictionBodySumFunctor<T>{factors, body, B, grad.data_ptr<T>(),
-                                                      hess.data_ptr<T>()});
+        launch_rows(L::ordered, q, lag_fv, lag_ee, lag_extents,
+                    FrictionBodySumFunctor<T>{factors, body, B, grad.data_ptr<T>(),
+                                              hess.data_ptr<T>()});
       }
     });
     return {grad, hess, frictionless};
@@ -673,10 +748,20 @@ at::Tensor ipc_collision_free_steps_impl(const at::Tensor& v0, const at::Tensor&
                                          const at::Tensor& fv, const at::Tensor& ee,
                                          const at::Tensor& vertex_env, int64_t num_envs,
                                          double min_distance, double conservative_rescaling,
-                                         int64_t max_iterations) {
+                                         int64_t max_iterations,
+                                         const std::optional<at::Tensor>& extents) {
   TORCH_CHECK(num_envs > 0, "num_envs: expected > 0, got ", num_envs);
   check_index_input(vertex_env, "vertex_env", {v0.size(0)}, num_envs);
   check_same_device(vertex_env, "vertex_env", v0, "vertices_t0");
+  check_extents(extents, "extents", fv);
+  if constexpr (launcher_sums_on_host<L>::value) {
+    if (extents.has_value()) {
+      const RowsInUse c = rows_in_use(fv, ee, extents);
+      return ipc_collision_free_steps_impl<L>(v0, v1, faces, edges, c.fv, c.ee, vertex_env,
+                                              num_envs, min_distance, conservative_rescaling,
+                                              max_iterations, std::nullopt);
+    }
+  }
   at::Tensor step = at::ones({num_envs}, v0.options());
   if constexpr (!launcher_sums_on_host<L>::value) {
     check_ccd_args(v0, v1, faces, edges, fv, ee, min_distance, 1.0, conservative_rescaling,
@@ -686,9 +771,9 @@ at::Tensor ipc_collision_free_steps_impl(const at::Tensor& v0, const at::Tensor&
       const CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
                                 fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), fv.size(0)};
       const CcdParams prm{min_distance, 1.0, conservative_rescaling, max_iterations};
-      L::ordered(v0, fv.size(0) + ee.size(0),
-                 CollisionFreeStepFunctor<T>{{st, v0.data_ptr<T>(), v1.data_ptr<T>(), prm, nullptr},
-                                             vertex_env.data_ptr<int64_t>(), step.data_ptr<T>()});
+      launch_rows(L::ordered, v0, fv, ee, extents,
+                  CollisionFreeStepFunctor<T>{{st, v0.data_ptr<T>(), v1.data_ptr<T>(), prm, nullptr},
+                                              vertex_env.data_ptr<int64_t>(), step.data_ptr<T>()});
     });
     return step;
   }

@@ -29,6 +29,26 @@ struct launcher_sums_on_host : std::false_type {};
 template <typename L>
 struct launcher_sums_on_host<L, std::void_t<decltype(L::kSumsOnHost)>> : std::true_type {};
 
+// The rows of a face–vertex list (nfv rows) then an edge–edge list (nee) that may be in use:
+// those before extents[0] and extents[1] (device values, clamped to the lists), as candidate
+// indices of f. A bounded launch's index j runs f on that row.
+template <typename F>
+struct ExtentRows {
+  F f;
+  const int64_t* extents;  // (2,)
+  int64_t nfv, nee;
+
+  CN_HD int64_t in_use(int kind) const {
+    const int64_t e = extents[kind], n = kind == 0 ? nfv : nee;
+    return e < 0 ? 0 : (e < n ? e : n);
+  }
+  CN_HD int64_t bound() const { return in_use(0) + in_use(1); }
+  CN_HD void operator()(int64_t j) const {
+    const int64_t a = in_use(0);
+    f(j < a ? j : nfv + (j - a));
+  }
+};
+
 // *p += 1, atomically on a GPU (a serial host launch: plainly).
 CN_HD void count_add(int64_t* p) {
 #if defined(__CUDA_ARCH__)

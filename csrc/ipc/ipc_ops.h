@@ -169,9 +169,10 @@ struct IpcOps {
                                      const Tensor& edges, const Tensor& fv, const Tensor& ee,
                                      const Tensor& vertex_env, int64_t num_envs,
                                      double min_distance, double conservative_rescaling,
-                                     int64_t max_iterations) {
+                                     int64_t max_iterations, const OptTensor& extents) {
     return ipc_collision_free_steps_impl<L>(v0, v1, faces, edges, fv, ee, vertex_env, num_envs,
-                                            min_distance, conservative_rescaling, max_iterations);
+                                            min_distance, conservative_rescaling, max_iterations,
+                                            extents);
   }
 
   static std::tuple<Tensor, Tensor> body_pair_derivatives(const Tensor& local_gradient,
@@ -217,10 +218,11 @@ struct IpcOps {
                                  const Tensor& vertex_body, const Tensor& fv, const Tensor& ee,
                                  const Tensor& lagged, const Tensor& lag_fv, const Tensor& lag_ee,
                                  const Tensor& lag_mu, double dt, double dhat, double kappa,
-                                 double eps_v) {
+                                 double eps_v, const OptTensor& extents,
+                                 const OptTensor& lag_extents) {
     return ipc_affine_potential_impl<L>(q, q_hat, weight, mass, ortho, vertices, rest, faces, edges,
                                         vertex_body, fv, ee, lagged, lag_fv, lag_ee, lag_mu, dt,
-                                        dhat, kappa, eps_v);
+                                        dhat, kappa, eps_v, extents, lag_extents);
   }
   static std::tuple<Tensor, Tensor, Tensor> affine_potential_derivatives(
       const Tensor& q, const Tensor& q_hat, const Tensor& weight, const Tensor& mass,
@@ -228,12 +230,12 @@ struct IpcOps {
       const Tensor& edges, const Tensor& vertex_body, const Tensor& fv, const Tensor& ee,
       const Tensor& lagged, const Tensor& lag_fv, const Tensor& lag_ee, const Tensor& lag_mu,
       double dt, double dhat, double kappa, double eps_v, const OptTensor& frictionless_hessian,
-      bool keep_frictionless) {
+      bool keep_frictionless, const OptTensor& extents, const OptTensor& lag_extents) {
     return ipc_affine_potential_derivatives_impl<L>(q, q_hat, weight, mass, ortho, vertices, rest,
                                                     faces, edges, vertex_body, fv, ee, lagged,
                                                     lag_fv, lag_ee, lag_mu, dt, dhat, kappa,
                                                     eps_v, frictionless_hessian,
-                                                    keep_frictionless);
+                                                    keep_frictionless, extents, lag_extents);
   }
   static std::tuple<Tensor, Tensor, Tensor, Tensor> newton_check(
       const Tensor& dq, const Tensor& radius, double limit, const Tensor& done,
@@ -348,7 +350,7 @@ void for_each_ipc_op(Visit&& visit) {
   visit("ipc_collision_free_steps",
         "(Tensor vertices_t0, Tensor vertices_t1, Tensor faces, Tensor edges, Tensor fv, "
         "Tensor ee, Tensor vertex_env, int num_envs, float min_distance, "
-        "float conservative_rescaling, int max_iterations) -> Tensor",
+        "float conservative_rescaling, int max_iterations, Tensor? extents=None) -> Tensor",
         &Ops::collision_free_steps);
 
   visit("ipc_body_pair_derivatives",
@@ -378,10 +380,11 @@ void for_each_ipc_op(Visit&& visit) {
       "Tensor vertices, Tensor rest_vertices, Tensor faces, Tensor edges, Tensor vertex_body, "
       "Tensor fv, Tensor ee, Tensor lagged_vertices, Tensor lag_fv, Tensor lag_ee, "
       "Tensor lag_mu, float dt, float dhat, float kappa, float eps_v)";
-  visit("ipc_affine_potential", (std::string(affine) + " -> Tensor").c_str(),
-        &Ops::affine_potential);
-  const std::string derivatives = std::string(affine).substr(0, std::strlen(affine) - 1) +
-                                  ", Tensor? frictionless_hessian=None, bool keep_frictionless=False)";
+  const std::string body = std::string(affine).substr(0, std::strlen(affine) - 1);
+  const char* extents = ", Tensor? extents=None, Tensor? lag_extents=None)";
+  visit("ipc_affine_potential", (body + extents + " -> Tensor").c_str(), &Ops::affine_potential);
+  const std::string derivatives =
+      body + ", Tensor? frictionless_hessian=None, bool keep_frictionless=False" + extents;
   visit("ipc_affine_potential_derivatives",
         (derivatives + " -> (Tensor gradient, Tensor hessian, Tensor frictionless)").c_str(),
         &Ops::affine_potential_derivatives);

@@ -246,6 +246,10 @@ def test_ccd_time_of_impact(min_distance):
     assert float(steps[:4].max()) < 1 and steps[4] == 1
     close(steps, ipc.collision_free_steps(*to_dev(V, V1, F, E), ipc.Candidates(*to_dev(*padded)), env.to(DEVICE), 5,
                                           min_distance), rtol=1e-9, atol=1e-12, name="steps")
+    bounded = ipc.BoundedCandidates(*to_dev(*padded), torch.tensor([cand.face_vertex.shape[0], 0], device=DEVICE))
+    fv_only = ipc.collision_free_steps(V, V1, F, E, ipc.Candidates(cand.face_vertex, pad[:0]), env, 5, min_distance)
+    close(fv_only, ipc.collision_free_steps(*to_dev(V, V1, F, E), bounded, env.to(DEVICE), 5, min_distance),
+          rtol=1e-9, atol=1e-12, name="bounded steps")
 
 
 def test_prune_candidates():
@@ -323,6 +327,14 @@ def test_affine_potential_and_derivatives():
         close(kept, kept_dev, rtol=1e-10, atol=1e-10 * float(kept.abs().max()), name="frictionless")
         _, H_reused = ipc.affine_potential_derivatives(*dev, *tail, frictionless_hessian=kept_dev)
         close(H_dev.cpu(), H_reused, rtol=1e-12, atol=1e-12 * float(H_dev.abs().max()), name="reused")
+        # The same lists bounded by their extents (the rows in use; a grid-stride launch on the GPU).
+        real = [torch.tensor([int((k[:, 0] >= 0).sum()) for k in cands]) for cands in (cand, lag.candidates)]
+        bounded = [ipc.BoundedCandidates(*to_dev(*a), e.to(DEVICE)) for a, e in zip((cand, lag.candidates), real)]
+        dev[10], dev[12] = bounded
+        close(ipc.affine_potential(*args, *tail), ipc.affine_potential(*dev, *tail), name="bounded energy")
+        for want, got, name in zip(ipc.affine_potential_derivatives(*args, *tail),
+                                   ipc.affine_potential_derivatives(*dev, *tail), ("gradient", "hessian")):
+            close(want, got, rtol=1e-10, atol=1e-10 * float(want.abs().max()), name="bounded " + name)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])

@@ -2,6 +2,7 @@
 candidate lists, and the trajectories that both leave unchanged."""
 
 import math
+import sys
 
 import pytest
 import torch
@@ -662,6 +663,75 @@ def test_device_form_of_the_sums_equals_the_cpu_form(scene, envs, monkeypatch):
     counts, dmin = ipc.contact_statistics(x, sim.faces, sim.edges, sim.vertex_body, padding, sim.num_envs,
                                           sim.max_bodies)
     assert not counts.any() and dmin.isinf().all()
+
+
+def _bounded(cand: ipc.Candidates, pad: int, extents=None) -> ipc.BoundedCandidates:
+    """cand's rows, then `pad` rows of -1 per kind, bounded by cand's counts (or `extents`)."""
+    fill = torch.full((pad, 2), -1, dtype=torch.int64)
+    fv, ee = cand
+    extents = torch.tensor([fv.shape[0], ee.shape[0]]) if extents is None else torch.tensor(extents)
+    return ipc.BoundedCandidates(torch.cat([fv, fill]), torch.cat([ee, fill]), extents)
+
+
+@pytest.mark.parametrize("form", ["cpu", "device"])
+def test_rows_past_the_extents_are_skipped_as_padding(form, monkeypatch):
+    """`BoundedCandidates`: the potential, its derivatives and the CCD bound skip the rows past
+    the extents unread, in either form, and give the bits of the lists without them; extents past
+    the rows are clamped; extents of 0 leave nothing; bad extents are named."""
+    sim = Stepper([tilted_stack(0.02), tilted_stack(0.05)], mu=0.4)
+    for _ in range(5):
+        sim.step()
+    packed, c, q, q_hat, w, x_t, lag, x, cand = potential_inputs(sim, seed=2)
+    assert cand.count > 0 and lag.candidates.count > 0
+    want_e = potential.energy(packed, c, q, q_hat, w, x_t, lag, x, cand)
+    want_d = potential.gradient_hessian(packed, c, q, q_hat, w, x_t, lag, x, cand)
+    x1 = sim.positions(q + 3e-3 * sim.free_dof[..., None] * torch.linspace(-1, 1, 12, dtype=q.dtype))
+    steps = (x, x1, sim.faces, sim.edges)
+    want_s = ipc.collision_free_steps(*steps, cand, sim.packed.vertex_env, 2)
+    assert float(want_s.min()) < 1
+    if form == "device":
+        _use_device_form(monkeypatch)
+    # Rows past the extents: padding, or real pairs that must not count (here: the lists again).
+    fv, ee = cand
+    doubled = ipc.BoundedCandidates(torch.cat([fv, fv]), torch.cat([ee, ee]), torch.tensor([fv.shape[0], ee.shape[0]]))
+    lag_fv, lag_ee = lag.candidates
+    lag_doubled = potential.FrictionLag(
+        ipc.BoundedCandidates(torch.cat([lag_fv, lag_fv]), torch.cat([lag_ee, lag_ee]),
+                              torch.tensor([lag_fv.shape[0], lag_ee.shape[0]])),
+        torch.cat([lag.mu[:lag_fv.shape[0]], lag.mu[:lag_fv.shape[0]], lag.mu[lag_fv.shape[0]:],
+                   lag.mu[lag_fv.shape[0]:]]))
+    for bounded, bounded_lag in ((_bounded(cand, 300), lag), (doubled, lag_doubled),
+                                 (_bounded(cand, 0, [10**9, 10**9]), lag)):
+        assert torch.equal(potential.energy(packed, c, q, q_hat, w, x_t, bounded_lag, x, bounded), want_e)
+        got = potential.gradient_hessian(packed, c, q, q_hat, w, x_t, bounded_lag, x, bounded)
+        for a, b in zip(got, want_d):
+            assert_rel(a, b) if form == "device" else torch.equal(a, b)
+        assert torch.equal(ipc.collision_free_steps(*steps, bounded, sim.packed.vertex_env, 2), want_s)
+    nothing = _bounded(cand, 3, [0, 0])
+    assert torch.equal(ipc.collision_free_steps(*steps, nothing, sim.packed.vertex_env, 2), torch.ones_like(want_s))
+    for extents, error in (([1, 2, 3], ValueError), ([-1, 0], ValueError), ([0.0, 1.0], TypeError)):
+        bad = ipc.BoundedCandidates(*cand, torch.tensor(extents))
+        with pytest.raises(error, match="extents"):
+            potential.energy(packed, c, q, q_hat, w, x_t, lag, x, bad)
+        with pytest.raises(error, match="extents"):
+            ipc.collision_free_steps(*steps, bad, sim.packed.vertex_env, 2)
+
+
+def test_fixed_step_bounded_by_the_lists_extents_changes_no_bit(monkeypatch):
+    """The fixed step's lists carry their counts as extents (the ops skip the padding past them
+    unread): the trajectory is the one without extents, bit for bit."""
+    def run():
+        sim = Stepper([scenes.bowl_shake(seed=3)], fixed_iterations=4, mu=0.4, on_failure="ignore")
+        for _ in range(15):
+            info = sim.step()
+        return sim.q, info.contacts
+
+    q, contacts = run()
+    assert bool((contacts > 0).all())
+    for module in ("contactnet.ops.ipc.affine_potential", "contactnet.ops.ipc.ccd"):
+        monkeypatch.setattr(sys.modules[module], "candidate_extents", lambda *args: None)
+    q2, _ = run()
+    assert torch.equal(q, q2)
 
 
 @pytest.mark.parametrize("scene, envs", [("stack", 2), ("bowl", 1)])

@@ -136,7 +136,7 @@ def test_pruned_swept_lists_change_nothing_but_their_length(search, monkeypatch)
         return kept
 
     def unpruned(x0, faces, edges, cand, reach, capacity, vertices_t1=None):
-        return ipc.PaddedCandidates(cand, torch.zeros(2, dtype=torch.int64))
+        return ipc.PaddedCandidates(ipc.Candidates(*cand), ipc.candidate_extents(cand))  # the search's counts
 
     trajectories = []
     for fn in (counted, unpruned):

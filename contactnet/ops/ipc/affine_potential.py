@@ -23,7 +23,7 @@ from contactnet.ops._checks import (
     ipc_mesh_args,
     values_checked_here,
 )
-from contactnet.ops.ipc.candidates import Candidates
+from contactnet.ops.ipc.candidates import Candidates, candidate_extents
 
 load_extension()
 
@@ -47,6 +47,13 @@ def affine_positions(q, rest_vertices, vertex_body) -> torch.Tensor:
     if values_checked_here(vertex_body):
         check_index_values(vertex_body, "vertex_body", q.shape[0])
     return torch.ops.contactnet.ipc_affine_positions(q, rest_vertices, vertex_body)
+
+
+def _extents(candidates, lag_candidates, q) -> dict:
+    """The op's extents arguments: those of `BoundedCandidates` (checked unless trusted)."""
+    like = None if inputs_trusted() else q
+    return {"extents": candidate_extents(candidates, "extents", like),
+            "lag_extents": candidate_extents(lag_candidates, "lag_extents", like)}
 
 
 def _args(q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body,
@@ -93,12 +100,13 @@ def affine_potential(q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest
     mesh, vertex_body (V,) each vertex's flat body e·B + b. candidates: a superset of the pairs
     closer than d̂ (each counted in the environment of its first stencil vertex);
     lagged_vertices (V, 3) xᵗ, lag_candidates and lag_mu (Nlag,) friction's lagged pairs and
-    their μ. dt h (s), dhat d̂ (m), kappa κ, eps_v (m/s). Candidate rows of -1 are padding.
+    their μ. dt h (s), dhat d̂ (m), kappa κ, eps_v (m/s). Candidate rows of -1 are padding, and
+    so are the rows past the extents of `BoundedCandidates` (skipped unread).
     Not differentiable (see `affine_potential_derivatives`).
     """
     return torch.ops.contactnet.ipc_affine_potential(*_args(
         q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body, candidates,
-        lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v))
+        lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v), **_extents(candidates, lag_candidates, q))
 
 
 def affine_potential_derivatives(q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges,
@@ -126,7 +134,7 @@ def affine_potential_derivatives(q, q_hat, weight, mass_matrix, ortho_weight, ve
     out = torch.ops.contactnet.ipc_affine_potential_derivatives(*_args(
         q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body, candidates,
         lagged_vertices, lag_candidates, lag_mu, dt, dhat, kappa, eps_v), frictionless_hessian,
-        bool(keep_frictionless) and not reuse)
+        bool(keep_frictionless) and not reuse, **_extents(candidates, lag_candidates, q))
     if not keep_frictionless:
         return out[:2]
     return out if not reuse else (out[0], out[1], frictionless_hessian)

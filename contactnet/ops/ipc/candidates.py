@@ -21,6 +21,7 @@ from contactnet.ops._checks import (
     check_int,
     check_positive,
     check_same_batch,
+    check_same_device,
     ipc_candidate_args,
     ipc_mesh_args,
     values_checked_here,
@@ -42,6 +43,40 @@ class Candidates(NamedTuple):
         return self.face_vertex.shape[0] + self.edge_edge.shape[0]
 
 
+class BoundedCandidates(Candidates):
+    """Candidates of fixed-capacity lists whose rows at or past `extents` are all padding.
+    extents: (2,) int64 on the lists' device, face–vertex then edge–edge: the counts a padded
+    search or pruning returns (`PaddedCandidates.bounded`; a count past the capacity reads as the
+    whole list). Under a CUDA graph a list's shape cannot follow its count; the stepper's ops
+    (`affine_potential`, `affine_potential_derivatives`, `collision_free_steps`) read the extents
+    on the device instead and skip the rows past them, so their cost follows the rows in use, not
+    the capacity. Unpacks, indexes and counts as `Candidates`; a tuple made from it
+    (`Candidates(*c)`, `_replace`) has no extents, nor has one made without them (None)."""
+
+    def __new__(cls, face_vertex: torch.Tensor, edge_edge: torch.Tensor, extents: torch.Tensor | None = None):
+        self = super().__new__(cls, face_vertex, edge_edge)
+        self.extents = extents
+        return self
+
+
+def candidate_extents(candidates: Candidates, name: str = "extents", like: torch.Tensor | None = None):
+    """The extents of `BoundedCandidates`; None for other candidates (every row may be in use).
+    With `like`, they are checked ((2,) int64 counts >= 0 on like's device; values where read
+    here), and the errors name them `name`."""
+    extents = getattr(candidates, "extents", None)
+    if extents is None or like is None:
+        return extents
+    if not isinstance(extents, torch.Tensor) or extents.dtype != torch.int64:
+        raise TypeError(f"{name}: expected an int64 tensor of (face–vertex, edge–edge) counts, got "
+                        f"{getattr(extents, 'dtype', type(extents).__name__)}")
+    if extents.shape != (2,):
+        raise ValueError(f"{name}: expected shape (2,), got {tuple(extents.shape)}")
+    check_same_device(extents, name, like, "the candidates")
+    if values_checked_here(extents) and int(extents.min()) < 0:
+        raise ValueError(f"{name}: expected counts >= 0, got {extents.tolist()}")
+    return extents
+
+
 class PaddedCandidates(NamedTuple):
     """Fixed-capacity candidates: `candidates` has `capacity` rows of each kind, the rows past the
     pairs found are -1 (padding: every op here gives them no contribution, or no impact for CCD).
@@ -55,6 +90,12 @@ class PaddedCandidates(NamedTuple):
     def overflow(self) -> torch.Tensor:
         """0-dim bool tensor: some pairs did not fit (read it outside any captured region)."""
         return (self.counts > self.candidates.face_vertex.shape[0]).any()
+
+    @property
+    def bounded(self) -> BoundedCandidates:
+        """The lists with their counts as extents: the ops that take them skip the padding past
+        the pairs found without reading it."""
+        return BoundedCandidates(*self.candidates, self.counts)
 
 
 # ---- meshes ------------------------------------------------------------------------------------

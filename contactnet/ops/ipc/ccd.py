@@ -19,7 +19,7 @@ from contactnet.ops._checks import (
     ipc_mesh_args,
     values_checked_here,
 )
-from contactnet.ops.ipc.candidates import Candidates, swept_candidates
+from contactnet.ops.ipc.candidates import Candidates, candidate_extents, swept_candidates
 
 load_extension()
 
@@ -69,15 +69,17 @@ def collision_free_steps(vertices_t0, vertices_t1, faces, edges, candidates: Can
     """(num_envs,) per environment, the largest step fraction α in [0, 1] that keeps every listed
     pair of it farther apart than min_distance: the smallest `ccd_time_of_impact` of its candidates
     (1 without any; a NaN time counts as 0). A candidate belongs to the environment of its first
-    stencil vertex, vertex_env (V,) in [0, num_envs). Rows of -1 are padding. One pass over the
-    candidates with no per-candidate output on a GPU, where a fixed-capacity list is mostly
-    padding."""
+    stencil vertex, vertex_env (V,) in [0, num_envs). Rows of -1 are padding, and so are the rows
+    past the extents of `BoundedCandidates` (skipped unread). On a GPU one pass over the
+    candidates, with no per-candidate output."""
     fv, ee = candidates
+    extents = candidate_extents(candidates)
     if not inputs_trusted():
         faces, edges, _ = ipc_mesh_args(vertices_t0, faces, edges, None, "vertices_t0")
         check_float_tensor(vertices_t1, "vertices_t1", (None, 3))
         check_same_batch({"vertices_t0": vertices_t0, "vertices_t1": vertices_t1})
         fv, ee = ipc_candidate_args(candidates, vertices_t0, faces, edges)
+        extents = candidate_extents(candidates, "extents", vertices_t0)
         num_envs = check_int(num_envs, "num_envs", 1)
         vertex_env = as_index_tensor(vertex_env, "vertex_env", (vertices_t0.shape[0],))
         check_same_device(vertex_env, "vertex_env", vertices_t0, "vertices_t0")
@@ -89,7 +91,8 @@ def collision_free_steps(vertices_t0, vertices_t1, faces, edges, candidates: Can
             raise ValueError(f"conservative_rescaling: expected a value in (0, 1], got {conservative_rescaling}")
         max_iterations = check_int(max_iterations, "max_iterations", 1)
     return _ops.ipc_collision_free_steps(vertices_t0, vertices_t1, faces, edges, fv, ee, vertex_env, int(num_envs),
-                                         float(min_distance), float(conservative_rescaling), int(max_iterations))
+                                         float(min_distance), float(conservative_rescaling), int(max_iterations),
+                                         extents)
 
 
 @torch.library.register_fake("contactnet::ipc_collision_free_steps")
