@@ -314,6 +314,22 @@ inline RowsInUse rows_in_use(const at::Tensor& fv, const at::Tensor& ee,
   return {fv.narrow(0, 0, a), ee.narrow(0, 0, b), rows};
 }
 
+// The potential ops' extents, checked; for host launchers given some, the candidate and lagged
+// lists (with lag_mu) cut to them, for the op to run again without extents.
+template <typename L>
+std::optional<std::pair<RowsInUse, RowsInUse>> host_rows_in_use(
+    const at::Tensor& fv, const at::Tensor& ee, const at::Tensor& lag_fv, const at::Tensor& lag_ee,
+    const at::Tensor& lag_mu, const std::optional<at::Tensor>& extents,
+    const std::optional<at::Tensor>& lag_extents) {
+  check_extents(extents, "extents", fv);
+  check_extents(lag_extents, "lag_extents", lag_fv);
+  if constexpr (launcher_sums_on_host<L>::value)
+    if (extents.has_value() || lag_extents.has_value())
+      return std::make_pair(rows_in_use(fv, ee, extents),
+                            rows_in_use(lag_fv, lag_ee, lag_extents, lag_mu));
+  return std::nullopt;
+}
+
 // Device form: f over the rows of fv then ee (its candidate indices), only those before the
 // extents when given, without reading them on the host.
 template <typename Launch, typename F>
@@ -364,17 +380,11 @@ at::Tensor ipc_affine_potential_impl(
   check_affine_potential_inputs(q, q_hat, weight, mass, ortho, vertices, rest, faces, edges,
                                 vertex_body, fv, ee, lagged, lag_fv, lag_ee, lag_mu, dt, dhat,
                                 kappa, eps_v);
-  check_extents(extents, "extents", fv);
-  check_extents(lag_extents, "lag_extents", lag_fv);
-  if constexpr (launcher_sums_on_host<L>::value) {
-    if (extents.has_value() || lag_extents.has_value()) {
-      const RowsInUse c = rows_in_use(fv, ee, extents);
-      const RowsInUse lag = rows_in_use(lag_fv, lag_ee, lag_extents, lag_mu);
-      return ipc_affine_potential_impl<L>(q, q_hat, weight, mass, ortho, vertices, rest, faces,
-                                          edges, vertex_body, c.fv, c.ee, lagged, lag.fv, lag.ee,
-                                          lag.per_row, dt, dhat, kappa, eps_v, std::nullopt,
-                                          std::nullopt);
-    }
+  if (const auto cut = host_rows_in_use<L>(fv, ee, lag_fv, lag_ee, lag_mu, extents, lag_extents)) {
+    const auto& [c, lag] = *cut;
+    return ipc_affine_potential_impl<L>(q, q_hat, weight, mass, ortho, vertices, rest, faces, edges,
+                                        vertex_body, c.fv, c.ee, lagged, lag.fv, lag.ee, lag.per_row,
+                                        dt, dhat, kappa, eps_v, std::nullopt, std::nullopt);
   }
   const int64_t E = q.size(0), B = q.size(1);
   const double h2 = dt * dt;
@@ -489,17 +499,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_potential_derivatives_
   check_affine_potential_inputs(q, q_hat, weight, mass, ortho, vertices, rest, faces, edges,
                                 vertex_body, fv, ee, lagged, lag_fv, lag_ee, lag_mu, dt, dhat,
                                 kappa, eps_v);
-  check_extents(extents, "extents", fv);
-  check_extents(lag_extents, "lag_extents", lag_fv);
-  if constexpr (launcher_sums_on_host<L>::value) {
-    if (extents.has_value() || lag_extents.has_value()) {
-      const RowsInUse c = rows_in_use(fv, ee, extents);
-      const RowsInUse lag = rows_in_use(lag_fv, lag_ee, lag_extents, lag_mu);
-      return ipc_affine_potential_derivatives_impl<L>(
-          q, q_hat, weight, mass, ortho, vertices, rest, faces, edges, vertex_body, c.fv, c.ee,
-          lagged, lag.fv, lag.ee, lag.per_row, dt, dhat, kappa, eps_v, frictionless_hessian,
-          keep_frictionless, std::nullopt, std::nullopt);
-    }
+  if (const auto cut = host_rows_in_use<L>(fv, ee, lag_fv, lag_ee, lag_mu, extents, lag_extents)) {
+    const auto& [c, lag] = *cut;
+    return ipc_affine_potential_derivatives_impl<L>(
+        q, q_hat, weight, mass, ortho, vertices, rest, faces, edges, vertex_body, c.fv, c.ee,
+        lagged, lag.fv, lag.ee, lag.per_row, dt, dhat, kappa, eps_v, frictionless_hessian,
+        keep_frictionless, std::nullopt, std::nullopt);
   }
   const int64_t E = q.size(0), B = q.size(1), n = 12 * B;
   const bool reuse = frictionless_hessian.has_value();
