@@ -144,17 +144,26 @@ def search_all_primitives(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor
 
 
 def search_padded(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float, capacity: int,
-                  q0: torch.Tensor | None = None, q1: torch.Tensor | None = None) -> PaddedSearch:
+                  q0: torch.Tensor | None = None, q1: torch.Tensor | None = None, prune: bool = False) -> PaddedSearch:
     """`search` with fixed shapes: each list has `capacity` rows (-1 padding) and the overflow flag
     says whether pairs were dropped. No host read: a CUDA graph can capture it. Given the states
     q0, q1 (as in `search`) the body-level search runs; else the sweep of
-    `search_padded_all_primitives`, which sorts every primitive of the scene."""
+    `search_padded_all_primitives`, which sorts every primitive of the scene. prune (swept): only
+    the pairs that may come within reach on the motion (`ipc.prune_candidates_padded`'s), tested as
+    the body-level search finds them or after the sweep."""
     if _body_level(x1, q0, q1):
         xs0, qs0, xs1, qs1 = _shifted(scene, x0, x1, q0, q1)
         found = ipc.body_candidates_padded(xs0, scene.faces, scene.edges, scene.trees, qs0, scene.body_pairs, reach,
-                                           capacity, vertices_t1=xs1, q_t1=qs1, vertex_body=scene.vertex_group)
+                                           capacity, vertices_t1=xs1, q_t1=qs1, vertex_body=scene.vertex_group,
+                                           prune=prune)
         return PaddedSearch(found.bounded, found.overflow)
-    return search_padded_all_primitives(scene, x0, x1, reach, capacity)
+    found = search_padded_all_primitives(scene, x0, x1, reach, capacity)
+    if not prune or x1 is None:
+        return found
+    # Same capacity: the pruned list cannot overflow.
+    kept = ipc.prune_candidates_padded(x0, scene.faces, scene.edges, found.candidates, reach, capacity,
+                                       vertices_t1=x1)
+    return PaddedSearch(kept.bounded, found.overflow)
 
 
 def search_padded_all_primitives(scene: PackedScene, x0: torch.Tensor, x1: torch.Tensor | None, reach: float,

@@ -70,9 +70,10 @@ class Stepper:
         padded with -1 (`ipc.body_candidates_padded`, on either device): `max_candidates` for
         the swept broad phase of each Newton segment, `max_contacts` for the pairs closer than d̂
         (friction, forces, the first iteration); pairs beyond that are dropped and reported,
-        never silently (`StepInfo.candidate_overflow`, `validate`). A swept list is then pruned
-        in place (`ipc.prune_candidates_padded`) to the pairs that may come within d̂ on the
-        segment, so CCD, the derivatives and the line-search energies skip the rest as padding;
+        never silently (`StepInfo.candidate_overflow`, `validate`). A swept search keeps only
+        the pairs that may come within d̂ on the segment (`prune=True`: `prune_candidates`'
+        test as it finds them), and the lists carry their counts (`ipc.BoundedCandidates`), so
+        CCD, the derivatives and the line-search energies skip the padding past them unread;
       - the line search tries exactly `line_search_steps` step lengths α, α/2, … (α the CCD bound);
       - a Hessian that Cholesky cannot factorise gets a fixed ladder of diagonal shifts; an
         environment none of them fixes stays where it is for that iteration;

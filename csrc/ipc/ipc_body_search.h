@@ -14,6 +14,9 @@
 //      x = A x0 + p of the rest vertices the trees were built from, to rounding (the node boxes
 //      carry 64 ulps of slack); a constant shift of a body's vertices must be in its p too.
 //      stats: BodySearchStat counters (body pairs tested, near, node pairs, primitive pairs).
+//      With prune, only the pairs that may come within reach on the motion (the test of
+//      ipc_prune_candidates, applied to each pair as it is found): the search then pruning, in
+//      one pass.
 // ipc_body_candidates_padded(same, capacity)
 //   -> fv (capacity, 2), ee (capacity, 2), counts (2,), stats (4,): the same pairs in fixed-size
 //      lists, as ipc_collision_candidates_padded returns them (the first `capacity` of each kind,
@@ -104,7 +107,8 @@ inline void check_body_search(const at::Tensor& v0, const std::optional<at::Tens
 }
 
 // The traversal of a checked search, with the filters of ipc_collision_candidates (dhat2 =
-// reach²) / ipc_swept_candidates (none).
+// reach²) / ipc_swept_candidates (none), and with prune the test of ipc_prune_candidates at
+// reach on the motion (swept; at v0 it adds nothing to dhat2's).
 template <typename T>
 BodyPairTraversal<T> body_traversal(const at::Tensor& v0, const std::optional<at::Tensor>& v1,
                                     const at::Tensor& faces, const at::Tensor& edges,
@@ -112,12 +116,17 @@ BodyPairTraversal<T> body_traversal(const at::Tensor& v0, const std::optional<at
                                     const at::Tensor& q0, const std::optional<at::Tensor>& q1,
                                     const at::Tensor& body_pairs, const at::Tensor& box,
                                     const at::Tensor& node, const at::Tensor& prim,
-                                    const at::Tensor& root, double reach) {
+                                    const at::Tensor& root, double reach, bool prune) {
   BodyPairTraversal<T> t{};
   const int64_t* body = vertex_body.has_value() ? vertex_body->data_ptr<int64_t>() : nullptr;
   const T dhat2 = v1.has_value() ? T(-1.0) : T(reach * reach);
   t.fv_filter = CandidatePairFilter<T>{false, v0.data_ptr<T>(), faces.data_ptr<int64_t>(),
                                        edges.data_ptr<int64_t>(), body, dhat2};
+  if (prune && v1.has_value()) {
+    t.fv_filter.vertices1 = v1->data_ptr<T>();
+    t.fv_filter.prune_reach = T(reach);
+    t.fv_filter.prune_reach2 = T(reach * reach);
+  }
   t.ee_filter = t.fv_filter;
   t.ee_filter.self = true;
   t.v0 = v0.data_ptr<T>();
@@ -195,7 +204,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_p
     const at::Tensor& edges, const std::optional<at::Tensor>& vertex_body, const at::Tensor& q0,
     const std::optional<at::Tensor>& q1, const at::Tensor& body_pairs, const at::Tensor& box,
     const at::Tensor& node, const at::Tensor& prim, const at::Tensor& root, double reach,
-    int64_t capacity, const Launch& launch) {
+    int64_t capacity, bool prune, const Launch& launch) {
   check_body_search(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs, box, node, prim, root,
                     reach);
   // capacity -1: lists of exactly the pairs found (ipc_body_candidates).
@@ -210,7 +219,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ipc_body_candidates_p
   at::Tensor counts;
   AT_DISPATCH_FLOATING_TYPES(v0.scalar_type(), "ipc_body_candidates_padded", [&] {
     BodyPartFunctor<scalar_t> f{body_traversal<scalar_t>(v0, v1, faces, edges, vertex_body, q0, q1,
-                                                         body_pairs, box, node, prim, root, reach),
+                                                         body_pairs, box, node, prim, root, reach,
+                                                         prune),
                                 count.data_ptr<int64_t>(), stats.data_ptr<int64_t>(), nullptr,
                                 nullptr, nullptr, capacity};
     constexpr bool records = launcher_records_pairs<Launch>::value;

@@ -88,6 +88,60 @@ CN_HD int64_t lower_index(const T* a, int64_t n, T x, bool above = false) {
 // Narrow filter of the broad phase, for vertex a vs face b, or edge a vs edge b (self): drops pairs
 // sharing a vertex; pairs in one body (when body != null; a primitive belongs to the body of its
 // first vertex); and, when dhat2 > 0, pairs whose squared distance is not < dhat2.
+// Whether the pair of stencil id (2 | 2 vertices per side when is_ee, else 1 | 3) may come
+// closer than `reach` on the linear motion v0 → v1 (v1 null: d² < reach2 at v0): the test of
+// prune_candidates (PruneFunctor in ipc_kernels.h, which documents it).
+template <typename T>
+CN_HD bool pair_may_come_within(const T* v0, const T* v1, const int64_t id[4], bool is_ee, T reach,
+                                T reach2) {
+  const int split = is_ee ? 2 : 1;  // stencil vertices [0, split) are side a
+  Vec3<T> v[4];
+  for (int k = 0; k < 4; ++k) v[k] = load3(v0 + 3 * id[k]);
+  // δ² per side for s = 0 and s = Δ₀ (the root of the largest square: one sqrt per side and
+  // kind).
+  T moved2[2] = {T(0), T(0)}, relative2[2] = {T(0), T(0)};
+  T shared[3] = {T(0), T(0), T(0)};
+  for (int k = 0; v1 && k < 4; ++k) {
+    const Vec3<T> u = load3(v1 + 3 * id[k]);
+    const T dx = u.x - v[k].x, dy = u.y - v[k].y, dz = u.z - v[k].z;
+    if (k == 0) shared[0] = dx, shared[1] = dy, shared[2] = dz;
+    const T rx = dx - shared[0], ry = dy - shared[1], rz = dz - shared[2];
+    const T m2 = dx * dx + dy * dy + dz * dz, r2 = rx * rx + ry * ry + rz * rz;
+    T& side = moved2[k < split ? 0 : 1];
+    side = m2 > side ? m2 : side;
+    T& rel = relative2[k < split ? 0 : 1];
+    rel = r2 > rel ? r2 : rel;
+  }
+  const T absolute_bound = sqrt(moved2[0]) + sqrt(moved2[1]);
+  const T relative_bound = sqrt(relative2[0]) + sqrt(relative2[1]);
+  const T bound = relative_bound < absolute_bound ? relative_bound : absolute_bound;
+  // The gap between the two sides' boxes bounds their distance from below: most pairs of a
+  // Verlet list are dropped by it, before the exact distance (same verdicts, with 1e-12 to
+  // spare for the box's own rounding).
+  const T limit = v1 ? (reach + bound) * (T(1) + T(1e-9)) : reach;
+  T gap2 = T(0);
+  for (int c = 0; c < 3; ++c) {
+    T lo[2] = {inf_value<T>(), inf_value<T>()}, hi[2] = {-inf_value<T>(), -inf_value<T>()};
+    for (int k = 0; k < 4; ++k) {
+      const T x = c == 0 ? v[k].x : (c == 1 ? v[k].y : v[k].z);
+      const int side = k < split ? 0 : 1;
+      lo[side] = x < lo[side] ? x : lo[side];
+      hi[side] = x > hi[side] ? x : hi[side];
+    }
+    const T g = lo[1] - hi[0] > lo[0] - hi[1] ? lo[1] - hi[0] : lo[0] - hi[1];
+    if (g > T(0)) gap2 += g * g;
+  }
+  if (gap2 > limit * limit * (T(1) + T(1e-12))) return false;
+  T* const none = nullptr;
+  const T d2 = is_ee ? edge_edge_distance(v[0], v[1], v[2], v[3], none, none,
+                                          edge_edge_distance_type(v[0], v[1], v[2], v[3]))
+                     : point_triangle_distance(v[0], v[1], v[2], v[3], none, none,
+                                               point_triangle_distance_type(v[0], v[1], v[2], v[3]));
+  if (!v1) return d2 < reach2;
+  const T d = sqrt(d2 > T(0) ? d2 : T(0));
+  return d < limit;
+}
+
 template <typename T>
 struct CandidatePairFilter {
   bool self;  // edge–edge within one set
@@ -96,6 +150,10 @@ struct CandidatePairFilter {
   const int64_t* edges;
   const int64_t* body;  // (V,) or null
   T dhat2;              // > 0: keep only pairs with d² < dhat2
+  // prune_reach >= 0: keep only pairs that may come within it on vertices → vertices1
+  // (pair_may_come_within; vertices1 null: at vertices)
+  const T* vertices1 = nullptr;
+  T prune_reach = T(-1), prune_reach2 = T(-1);
 
   CN_HD bool keep(int64_t a, int64_t b) const {
     int64_t id[4];
@@ -120,6 +178,9 @@ struct CandidatePairFilter {
                        : point_triangle_distance(v[0], v[1], v[2], v[3]);
       if (!(d < dhat2)) return false;
     }
+    if (prune_reach >= T(0) &&
+        !pair_may_come_within(vertices, vertices1, id, self, prune_reach, prune_reach2))
+      return false;
     return true;
   }
 

@@ -99,20 +99,21 @@ struct IpcOps {
       const Tensor& v0, const OptTensor& v1, const Tensor& faces, const Tensor& edges,
       const OptTensor& vertex_body, const Tensor& q0, const OptTensor& q1,
       const Tensor& body_pairs, const Tensor& box, const Tensor& node, const Tensor& prim,
-      const Tensor& root, double reach) {
+      const Tensor& root, double reach, bool prune) {
     auto [fv, ee, counts, stats] = ipc_body_candidates_padded_impl(
         v0, v1, faces, edges, vertex_body, q0, q1, body_pairs, box, node, prim, root, reach, -1,
-        L::traversal);
+        prune, L::traversal);
     return {fv, ee, stats};
   }
   static std::tuple<Tensor, Tensor, Tensor, Tensor> body_candidates_padded(
       const Tensor& v0, const OptTensor& v1, const Tensor& faces, const Tensor& edges,
       const OptTensor& vertex_body, const Tensor& q0, const OptTensor& q1,
       const Tensor& body_pairs, const Tensor& box, const Tensor& node, const Tensor& prim,
-      const Tensor& root, double reach, int64_t capacity) {
+      const Tensor& root, double reach, int64_t capacity, bool prune) {
     TORCH_CHECK(capacity >= 0, "capacity: expected >= 0, got ", capacity);
     return ipc_body_candidates_padded_impl(v0, v1, faces, edges, vertex_body, q0, q1, body_pairs,
-                                           box, node, prim, root, reach, capacity, L::traversal);
+                                           box, node, prim, root, reach, capacity, prune,
+                                           L::traversal);
   }
 
   // Order 0: energy, 1: gradient (the cheap launcher computes both in one pass).
@@ -306,14 +307,14 @@ void for_each_ipc_op(Visit&& visit) {
   visit("ipc_body_candidates",
         "(Tensor vertices_t0, Tensor? vertices_t1, Tensor faces, Tensor edges, "
         "Tensor? vertex_body, Tensor q_t0, Tensor? q_t1, Tensor body_pairs, Tensor box, "
-        "Tensor node, Tensor prim, Tensor root, float reach) -> (Tensor fv, Tensor ee, "
-        "Tensor stats)",
+        "Tensor node, Tensor prim, Tensor root, float reach, bool prune=False) -> (Tensor fv, "
+        "Tensor ee, Tensor stats)",
         &Ops::body_candidates);
   visit("ipc_body_candidates_padded",
         "(Tensor vertices_t0, Tensor? vertices_t1, Tensor faces, Tensor edges, "
         "Tensor? vertex_body, Tensor q_t0, Tensor? q_t1, Tensor body_pairs, Tensor box, "
-        "Tensor node, Tensor prim, Tensor root, float reach, int capacity) -> (Tensor fv, "
-        "Tensor ee, Tensor counts, Tensor stats)",
+        "Tensor node, Tensor prim, Tensor root, float reach, int capacity, bool prune=False) -> "
+        "(Tensor fv, Tensor ee, Tensor counts, Tensor stats)",
         &Ops::body_candidates_padded);
 
   const char* potential =

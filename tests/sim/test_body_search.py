@@ -234,6 +234,38 @@ def test_padded_body_search_lists_the_compact_pairs_in_order(swept):
         torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize("shared_motion", [False, True])
+def test_pruning_search_lists_the_pruned_pairs_in_order(shared_motion):
+    """prune=True: the pairs of the swept search that `prune_candidates` keeps, in the same order,
+    compact and padded (counts of the kept pairs), on fast random motion and on a motion most
+    pairs share (a translation of 3 cm on top: the shaken bowl's case)."""
+    packed = pack_scenes([random_scene(2), random_scene(3)], 0.5, 1e8, torch.device("cpu"))
+    g = torch.Generator().manual_seed(8)
+    q0 = random_states(packed, g, spread=0.16, stretch=0.05)
+    q1 = q0 + 2e-3 * torch.randn(q0.shape, generator=g, dtype=torch.float64)
+    if shared_motion:
+        q1[..., :3] += torch.tensor([0.03, 0.0, -0.01], dtype=torch.float64)
+    x0, x1 = packed.positions(q0), packed.positions(q1)
+    xs0, qs0, xs1, qs1 = contact_search._shifted(packed, x0, x1, q0, q1)
+    reach = 1e-3
+    args = (xs0, packed.faces, packed.edges, packed.trees, qs0, packed.body_pairs, reach)
+    kwargs = dict(vertices_t1=xs1, q_t1=qs1, vertex_body=packed.vertex_group)
+    swept = ipc.body_candidates(*args, **kwargs).candidates
+    want = ipc.prune_candidates(xs0, packed.faces, packed.edges, swept, reach, vertices_t1=xs1)
+    assert swept.count > want.count > 0
+    got = ipc.body_candidates(*args, **kwargs, prune=True).candidates
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    padded = ipc.body_candidates_padded(*args, swept.count, **kwargs, prune=True)
+    assert padded.counts.tolist() == [want.face_vertex.shape[0], want.edge_edge.shape[0]]
+    for rows, kept in zip(padded.candidates, want):
+        assert torch.equal(rows[:kept.shape[0]], kept) and bool((rows[kept.shape[0]:] == -1).all())
+    # A static search's filter already is the pruning's test at reach.
+    static = (xs0, packed.faces, packed.edges, packed.trees, qs0, packed.body_pairs, 5e-3)
+    static_want = ipc.body_candidates(*static, vertex_body=packed.vertex_group).candidates
+    static_got = ipc.body_candidates(*static, vertex_body=packed.vertex_group, prune=True).candidates
+    assert all(torch.equal(a, b) for a, b in zip(static_got, static_want))
+
+
 # ---- cost: traversal counters, no timing -----------------------------------------------------
 
 

@@ -73,9 +73,9 @@ def test_fixed_step_has_no_host_sync_and_no_data_dependent_shape(scenes):
     with NoHostSync() as mode:
         for _ in range(2):
             info = sim.step()
-    # The fixed-capacity lists come from the body-level search (on a GPU too).
+    # The fixed-capacity lists come from the body-level search (on a GPU too), which also prunes.
     assert torch.ops.contactnet.ipc_body_candidates_padded.default in mode.seen
-    assert torch.ops.contactnet.ipc_prune_candidates_padded.default in mode.seen
+    assert torch.ops.contactnet.ipc_prune_candidates_padded.default not in mode.seen
     assert torch.ops.contactnet.ipc_collision_free_steps.default in mode.seen
     assert info.iterations == 4 and not bool(info.candidate_overflow)
     assert bool((info.contacts > 0).all()) and bool((info.min_distance > 0).all())
@@ -121,26 +121,30 @@ def test_a_few_fixed_iterations_never_penetrate_and_report_non_convergence():
 @pytest.mark.parametrize("search", ["body-level", "all-primitive"])
 def test_pruned_swept_lists_change_nothing_but_their_length(search, monkeypatch):
     """Around a shaken bowl the swept boxes keep many times more pairs than can come within d̂
-    (the objects share the bowl's motion): the fixed step prunes them, with both broad phases (the
-    all-primitive sweep serves callers without the bodies' states), and follows the unpruned step's
-    trajectory exactly."""
+    (the objects share the bowl's motion): the fixed step's searches prune them (the body-level
+    search as it finds them, the all-primitive sweep after it; the sweep serves callers without
+    the bodies' states), and the step follows the unpruned step's trajectory exactly."""
     if search == "all-primitive":
         monkeypatch.setattr(contact_search, "_body_level", lambda *args: False)
-    prune = ipc.prune_candidates_padded
-    rows = {}
+    search_padded = contact_search.search_padded
+    rows = {"broad": 0, "kept": 0}
 
-    def counted(x0, faces, edges, cand, reach, capacity, vertices_t1=None):
-        kept = prune(x0, faces, edges, cand, reach, capacity, vertices_t1=vertices_t1)
-        rows["broad"] = rows.get("broad", 0) + sum(int((c[:, 0] >= 0).sum()) for c in cand)
-        rows["kept"] = rows.get("kept", 0) + int(kept.counts.sum())
-        return kept
+    def real_rows(c: ipc.Candidates) -> int:
+        return sum(int((k[:, 0] >= 0).sum()) for k in c)
 
-    def unpruned(x0, faces, edges, cand, reach, capacity, vertices_t1=None):
-        return ipc.PaddedCandidates(ipc.Candidates(*cand), ipc.candidate_extents(cand))  # the search's counts
+    def counted(scene, x0, x1, reach, capacity, q0=None, q1=None, prune=False):
+        found = search_padded(scene, x0, x1, reach, capacity, q0, q1, prune=prune)
+        if x1 is not None:
+            rows["broad"] += real_rows(search_padded(scene, x0, x1, reach, capacity, q0, q1).candidates)
+            rows["kept"] += real_rows(found.candidates)
+        return found
+
+    def unpruned(scene, x0, x1, reach, capacity, q0=None, q1=None, prune=False):
+        return search_padded(scene, x0, x1, reach, capacity, q0, q1)
 
     trajectories = []
     for fn in (counted, unpruned):
-        monkeypatch.setattr(ipc, "prune_candidates_padded", fn)
+        monkeypatch.setattr(contact_search, "search_padded", fn)
         sim = Stepper(bowl_shake(seed=0), fixed_iterations=3, on_failure="ignore")
         for _ in range(30):  # the objects land (steps 7-20), then ride the bowl
             sim.step()

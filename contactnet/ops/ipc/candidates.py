@@ -276,7 +276,7 @@ def body_trees(rest_vertices, faces, edges, vertex_body, num_bodies: int) -> Bod
 
 
 def body_candidates(vertices_t0, faces, edges, trees: BodyTrees, q_t0, body_pairs, reach: float,
-                    vertices_t1=None, q_t1=None, vertex_body=None) -> BodySearch:
+                    vertices_t1=None, q_t1=None, vertex_body=None, prune: bool = False) -> BodySearch:
     """The pairs of `collision_candidates(vertices_t0, faces, edges, reach, vertex_body)` (or, with
     vertices_t1, of `swept_candidates(vertices_t0, vertices_t1, faces, edges, reach, vertex_body)`)
     that join the two bodies of a row of body_pairs (P, 2) int64: the same boxes and exact filter,
@@ -288,20 +288,26 @@ def body_candidates(vertices_t0, faces, edges, trees: BodyTrees, q_t0, body_pair
     rounding; a shift of a body's vertices belongs in its p). List each unordered body pair once.
     Pairs come grouped by body pair in the order of body_pairs (deterministic), face–vertex as
     (vertex, face), edge–edge as (edge_a < edge_b). On either device (the trees moved there); the
-    lists' sizes are read on the host (a sync on a GPU)."""
+    lists' sizes are read on the host (a sync on a GPU).
+
+    prune=True keeps, of a swept search's pairs, only those `prune_candidates` would keep at reach
+    on the motion (each pair tested as it is found): the search and the pruning in one pass, the
+    same pairs in the same order."""
     args = _body_args(vertices_t0, faces, edges, trees, q_t0, body_pairs, reach, vertices_t1, q_t1, vertex_body)
-    fv, ee, stats = _ops.ipc_body_candidates(*args)
+    fv, ee, stats = _ops.ipc_body_candidates(*args, bool(prune))
     return BodySearch(Candidates(fv, ee), stats)
 
 
 def body_candidates_padded(vertices_t0, faces, edges, trees: BodyTrees, q_t0, body_pairs, reach: float,
-                           capacity: int, vertices_t1=None, q_t1=None, vertex_body=None) -> PaddedCandidates:
-    """`body_candidates` in fixed-size lists, as `collision_candidates_padded` returns them:
-    `capacity` rows of each kind (the first pairs in `body_candidates`' order), -1 past the pairs
-    found, and the counts found. On either device (the trees moved there), with no output shape
-    depending on the data and no host read: the stepper's fixed-shape mode runs it in CUDA graphs."""
+                           capacity: int, vertices_t1=None, q_t1=None, vertex_body=None,
+                           prune: bool = False) -> PaddedCandidates:
+    """`body_candidates` (prune as there) in fixed-size lists, as `collision_candidates_padded`
+    returns them: `capacity` rows of each kind (the first pairs in `body_candidates`' order), -1
+    past the pairs found, and the counts found. On either device (the trees moved there), with no
+    output shape depending on the data and no host read: the stepper's fixed-shape mode runs it
+    in CUDA graphs."""
     args = _body_args(vertices_t0, faces, edges, trees, q_t0, body_pairs, reach, vertices_t1, q_t1, vertex_body)
-    fv, ee, counts, _ = _ops.ipc_body_candidates_padded(*args, check_int(capacity, "capacity", 0))
+    fv, ee, counts, _ = _ops.ipc_body_candidates_padded(*args, check_int(capacity, "capacity", 0), bool(prune))
     return PaddedCandidates(Candidates(fv, ee), counts)
 
 
