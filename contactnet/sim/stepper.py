@@ -73,7 +73,8 @@ class Stepper:
         never silently (`StepInfo.candidate_overflow`, `validate`). A swept search keeps only
         the pairs that may come within d̂ on the segment (`prune=True`: `prune_candidates`'
         test as it finds them), and the lists carry their counts (`ipc.BoundedCandidates`), so
-        CCD, the derivatives and the line-search energies skip the padding past them unread;
+        CCD, the derivatives, the line-search energies and the forces skip the padding past them
+        unread;
       - the line search tries exactly `line_search_steps` step lengths α, α/2, … (α the CCD bound);
       - a Hessian that Cholesky cannot factorise gets a fixed ladder of diagonal shifts; an
         environment none of them fixes stays where it is for that iteration;

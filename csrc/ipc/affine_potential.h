@@ -617,7 +617,14 @@ std::tuple<at::Tensor, at::Tensor> contact_statistics(const at::Tensor& vertices
                                                       const at::Tensor& edges,
                                                       const at::Tensor& vertex_body,
                                                       const at::Tensor& fv, const at::Tensor& ee,
-                                                      int64_t num_envs, int64_t num_bodies) {
+                                                      int64_t num_envs, int64_t num_bodies,
+                                                      const std::optional<at::Tensor>& extents) {
+  if constexpr (launcher_sums_on_host<L>::value)
+    if (extents.has_value()) {
+      const RowsInUse c = rows_in_use(fv, ee, extents);
+      return contact_statistics<L>(vertices, faces, edges, vertex_body, c.fv, c.ee, num_envs,
+                                   num_bodies, std::nullopt);
+    }
   const auto opt = vertices.options();
   at::Tensor contacts = at::zeros({num_envs}, opt.dtype(at::kLong));
   at::Tensor min_distance = at::full({num_envs}, std::numeric_limits<double>::infinity(), opt);
@@ -628,11 +635,11 @@ std::tuple<at::Tensor, at::Tensor> contact_statistics(const at::Tensor& vertices
       using T = scalar_t;
       const CandidateStencil st{faces.data_ptr<int64_t>(), edges.data_ptr<int64_t>(),
                                 fv.data_ptr<int64_t>(), ee.data_ptr<int64_t>(), fv.size(0)};
-      L::ordered(vertices, n,
-                 ContactStatisticsFunctor<T>{{st, vertices.data_ptr<T>(), nullptr},
-                                             vertex_body.data_ptr<int64_t>(), num_bodies,
-                                             contacts.data_ptr<int64_t>(),
-                                             min_distance.data_ptr<T>()});
+      launch_rows(L::ordered, vertices, fv, ee, extents,
+                  ContactStatisticsFunctor<T>{{st, vertices.data_ptr<T>(), nullptr},
+                                              vertex_body.data_ptr<int64_t>(), num_bodies,
+                                              contacts.data_ptr<int64_t>(),
+                                              min_distance.data_ptr<T>()});
     });
     return {contacts, min_distance};
   }
@@ -678,11 +685,13 @@ template <typename L>
 std::tuple<at::Tensor, at::Tensor> ipc_contact_statistics_impl(
     const at::Tensor& vertices, const at::Tensor& faces, const at::Tensor& edges,
     const at::Tensor& vertex_body, const at::Tensor& fv, const at::Tensor& ee, int64_t num_envs,
-    int64_t num_bodies) {
+    int64_t num_bodies, const std::optional<at::Tensor>& extents) {
   check_float_input(vertices, "vertices", {-1, 3});
   check_contact_statistics_inputs(vertices, faces, edges, vertex_body, fv, ee, num_envs,
                                   num_bodies);
-  return contact_statistics<L>(vertices, faces, edges, vertex_body, fv, ee, num_envs, num_bodies);
+  check_extents(extents, "extents", fv);
+  return contact_statistics<L>(vertices, faces, edges, vertex_body, fv, ee, num_envs, num_bodies,
+                               extents);
 }
 
 template <typename L>
@@ -691,7 +700,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_contact_forces_impl(
     const at::Tensor& faces, const at::Tensor& edges, const at::Tensor& vertex_body,
     const at::Tensor& fv, const at::Tensor& ee, const at::Tensor& lag_fv,
     const at::Tensor& lag_ee, const at::Tensor& lag_mu, int64_t num_envs, int64_t num_bodies,
-    double dt, double dhat, double kappa, double eps_v) {
+    double dt, double dhat, double kappa, double eps_v, const std::optional<at::Tensor>& extents,
+    const std::optional<at::Tensor>& lag_extents) {
   check_lagged_vertices(vertices, "vertices", lagged, rest);
   check_contact_statistics_inputs(vertices, faces, edges, vertex_body, fv, ee, num_envs,
                                   num_bodies);
@@ -701,6 +711,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_contact_forces_impl(
   TORCH_CHECK(dt > 0 && dhat > 0 && kappa >= 0 && eps_v > 0,
               "dt, dhat, eps_v: expected > 0 and kappa >= 0, got ", dt, ", ", dhat, ", ", eps_v,
               ", ", kappa);
+  if (const auto cut = host_rows_in_use<L>(fv, ee, lag_fv, lag_ee, lag_mu, extents, lag_extents)) {
+    const auto& [c, lag] = *cut;
+    return ipc_affine_contact_forces_impl<L>(vertices, lagged, rest, faces, edges, vertex_body, c.fv,
+                                             c.ee, lag.fv, lag.ee, lag.per_row, num_envs,
+                                             num_bodies, dt, dhat, kappa, eps_v, std::nullopt,
+                                             std::nullopt);
+  }
   at::Tensor forces = at::zeros({num_envs * num_bodies, 3}, vertices.options());
   const int64_t n = fv.size(0) + ee.size(0), nlag = lag_fv.size(0) + lag_ee.size(0);
   if constexpr (!launcher_sums_on_host<L>::value) {
@@ -710,14 +727,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_contact_forces_impl(
       if (n > 0) {
         const auto barrier =
             barrier_functor<T>(vertices, rest, faces, edges, fv, ee, dhat, kappa, 1);
-        L::ordered(vertices, n, BarrierForceSumFunctor<T>{barrier, body, forces.data_ptr<T>()});
+        launch_rows(L::ordered, vertices, fv, ee, extents,
+                    BarrierForceSumFunctor<T>{barrier, body, forces.data_ptr<T>()});
       }
       if (nlag > 0) {
         const at::Tensor u = vertices.sub(lagged);
         const auto friction = friction_functor<T>(u, lagged, rest, faces, edges, lag_fv, lag_ee,
                                                   dhat, kappa, eps_v * dt);
-        L::ordered(vertices, nlag, FrictionForceSumFunctor<T>{friction, lag_mu.data_ptr<T>(), body,
-                                                              forces.data_ptr<T>()});
+        launch_rows(L::ordered, vertices, lag_fv, lag_ee, lag_extents,
+                    FrictionForceSumFunctor<T>{friction, lag_mu.data_ptr<T>(), body,
+                                               forces.data_ptr<T>()});
       }
     });
   } else {
@@ -742,8 +761,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ipc_affine_contact_forces_impl(
       add_forces(stencils, g.mul_(lag_mu.unsqueeze(1)));
     }
   }
-  auto [contacts, min_distance] =
-      contact_statistics<L>(vertices, faces, edges, vertex_body, fv, ee, num_envs, num_bodies);
+  auto [contacts, min_distance] = contact_statistics<L>(vertices, faces, edges, vertex_body, fv, ee,
+                                                        num_envs, num_bodies, extents);
   return {forces, contacts, min_distance};
 }
 

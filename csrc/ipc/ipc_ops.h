@@ -200,18 +200,20 @@ struct IpcOps {
       const Tensor& vertices, const Tensor& lagged, const Tensor& rest, const Tensor& faces,
       const Tensor& edges, const Tensor& vertex_body, const Tensor& fv, const Tensor& ee,
       const Tensor& lag_fv, const Tensor& lag_ee, const Tensor& lag_mu, int64_t num_envs,
-      int64_t num_bodies, double dt, double dhat, double kappa, double eps_v) {
+      int64_t num_bodies, double dt, double dhat, double kappa, double eps_v,
+      const OptTensor& extents, const OptTensor& lag_extents) {
     return ipc_affine_contact_forces_impl<L>(vertices, lagged, rest, faces, edges, vertex_body, fv,
                                              ee, lag_fv, lag_ee, lag_mu, num_envs, num_bodies, dt,
-                                             dhat, kappa, eps_v);
+                                             dhat, kappa, eps_v, extents, lag_extents);
   }
   static std::tuple<Tensor, Tensor> contact_statistics(const Tensor& vertices, const Tensor& faces,
                                                        const Tensor& edges,
                                                        const Tensor& vertex_body, const Tensor& fv,
                                                        const Tensor& ee, int64_t num_envs,
-                                                       int64_t num_bodies) {
+                                                       int64_t num_bodies,
+                                                       const OptTensor& extents) {
     return ipc_contact_statistics_impl<L>(vertices, faces, edges, vertex_body, fv, ee, num_envs,
-                                          num_bodies);
+                                          num_bodies, extents);
   }
   static Tensor affine_potential(const Tensor& q, const Tensor& q_hat, const Tensor& weight,
                                  const Tensor& mass, const Tensor& ortho, const Tensor& vertices,
@@ -370,11 +372,13 @@ void for_each_ipc_op(Visit&& visit) {
         "(Tensor vertices, Tensor lagged_vertices, Tensor rest_vertices, Tensor faces, "
         "Tensor edges, Tensor vertex_body, Tensor fv, Tensor ee, Tensor lag_fv, Tensor lag_ee, "
         "Tensor lag_mu, int num_envs, int num_bodies, float dt, float dhat, float kappa, "
-        "float eps_v) -> (Tensor forces, Tensor contacts, Tensor min_distance)",
+        "float eps_v, Tensor? extents=None, Tensor? lag_extents=None) -> (Tensor forces, "
+        "Tensor contacts, Tensor min_distance)",
         &Ops::affine_contact_forces);
   visit("ipc_contact_statistics",
         "(Tensor vertices, Tensor faces, Tensor edges, Tensor vertex_body, Tensor fv, Tensor ee, "
-        "int num_envs, int num_bodies) -> (Tensor contacts, Tensor min_distance)",
+        "int num_envs, int num_bodies, Tensor? extents=None) -> (Tensor contacts, "
+        "Tensor min_distance)",
         &Ops::contact_statistics);
   const char* affine =
       "(Tensor q, Tensor q_hat, Tensor weight, Tensor mass_matrix, Tensor ortho_weight, "

@@ -675,9 +675,10 @@ def _bounded(cand: ipc.Candidates, pad: int, extents=None) -> ipc.BoundedCandida
 
 @pytest.mark.parametrize("form", ["cpu", "device"])
 def test_rows_past_the_extents_are_skipped_as_padding(form, monkeypatch):
-    """`BoundedCandidates`: the potential, its derivatives and the CCD bound skip the rows past
-    the extents unread, in either form, and give the bits of the lists without them; extents past
-    the rows are clamped; extents of 0 leave nothing; bad extents are named."""
+    """`BoundedCandidates`: the potential, its derivatives, the CCD bound and the contact forces
+    and statistics skip the rows past the extents unread, in either form, and give the bits of the
+    lists without them; extents past the rows are clamped; extents of 0 leave nothing; bad
+    extents are named."""
     sim = Stepper([tilted_stack(0.02), tilted_stack(0.05)], mu=0.4)
     for _ in range(5):
         sim.step()
@@ -689,6 +690,9 @@ def test_rows_past_the_extents_are_skipped_as_padding(form, monkeypatch):
     steps = (x, x1, sim.faces, sim.edges)
     want_s = ipc.collision_free_steps(*steps, cand, sim.packed.vertex_env, 2)
     assert float(want_s.min()) < 1
+    forces_args = (sim.rest, sim.faces, sim.edges, sim.vertex_body)
+    tail = (2, sim.max_bodies, sim.dt, sim.dhat, sim.kappa, sim.eps_v)
+    want_f = ipc.affine_contact_forces(x, x_t, *forces_args, cand, *lag, *tail)
     if form == "device":
         _use_device_form(monkeypatch)
     # Rows past the extents: padding, or real pairs that must not count (here: the lists again).
@@ -707,6 +711,8 @@ def test_rows_past_the_extents_are_skipped_as_padding(form, monkeypatch):
         for a, b in zip(got, want_d):
             assert_rel(a, b) if form == "device" else torch.equal(a, b)
         assert torch.equal(ipc.collision_free_steps(*steps, bounded, sim.packed.vertex_env, 2), want_s)
+        got_f = ipc.affine_contact_forces(x, x_t, *forces_args, bounded, *bounded_lag, *tail)
+        assert all(torch.equal(a, b) for a, b in zip(got_f, want_f))
     nothing = _bounded(cand, 3, [0, 0])
     assert torch.equal(ipc.collision_free_steps(*steps, nothing, sim.packed.vertex_env, 2), torch.ones_like(want_s))
     for extents, error in (([1, 2, 3], ValueError), ([-1, 0], ValueError), ([0.0, 1.0], TypeError)):
@@ -754,3 +760,23 @@ def test_fixed_step_with_the_device_form_follows_the_cpu_form(scene, envs, monke
     torch.testing.assert_close(q2, q, rtol=0, atol=1e-9)
     torch.testing.assert_close(forces2, forces, rtol=1e-6, atol=1e-9)
     assert torch.equal(contacts2, contacts)
+
+
+def test_opcheck_with_extents():
+    """The stepper's ops with extents pass torch's op checks (schema, fake kernels)."""
+    sim = Stepper([tilted_stack(0.02), tilted_stack(0.05)], mu=0.4)
+    for _ in range(5):
+        sim.step()
+    packed, c, q, q_hat, w, x_t, lag, x, cand = potential_inputs(sim, seed=3, pad=4)
+    extents = {"extents": torch.tensor([cand.face_vertex.shape[0] - 4, cand.edge_edge.shape[0] - 4]),
+               "lag_extents": torch.tensor([lag.candidates.face_vertex.shape[0], 0])}
+    args = (q, q_hat, w, packed.M, packed.ortho_weight, x, packed.rest, packed.faces, packed.edges, packed.vertex_body,
+            *cand, x_t, *lag.candidates, lag.mu, c.dt, c.dhat, c.kappa, c.eps_v)
+    ops = torch.ops.contactnet
+    torch.library.opcheck(ops.ipc_affine_potential, args, extents)
+    torch.library.opcheck(ops.ipc_affine_potential_derivatives, args, {"keep_frictionless": True, **extents})
+    torch.library.opcheck(ops.ipc_affine_contact_forces,
+                          (x, x_t, packed.rest, packed.faces, packed.edges, packed.vertex_body, *cand, *lag.candidates,
+                           lag.mu, 2, sim.max_bodies, c.dt, c.dhat, c.kappa, c.eps_v), extents)
+    torch.library.opcheck(ops.ipc_contact_statistics, (x, packed.faces, packed.edges, packed.vertex_body, *cand, 2,
+                                                       sim.max_bodies), {"extents": extents["extents"]})

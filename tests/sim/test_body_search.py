@@ -259,6 +259,9 @@ def test_pruning_search_lists_the_pruned_pairs_in_order(shared_motion):
     assert padded.counts.tolist() == [want.face_vertex.shape[0], want.edge_edge.shape[0]]
     for rows, kept in zip(padded.candidates, want):
         assert torch.equal(rows[:kept.shape[0]], kept) and bool((rows[kept.shape[0]:] == -1).all())
+    torch.library.opcheck(torch.ops.contactnet.ipc_body_candidates_padded,
+                          (xs0, xs1, packed.faces, packed.edges, packed.vertex_group, qs0, qs1, packed.body_pairs,
+                           *packed.trees, reach, 64, True))
     # A static search's filter already is the pruning's test at reach.
     static = (xs0, packed.faces, packed.edges, packed.trees, qs0, packed.body_pairs, 5e-3)
     static_want = ipc.body_candidates(*static, vertex_body=packed.vertex_group).candidates

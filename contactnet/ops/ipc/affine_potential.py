@@ -49,11 +49,14 @@ def affine_positions(q, rest_vertices, vertex_body) -> torch.Tensor:
     return torch.ops.contactnet.ipc_affine_positions(q, rest_vertices, vertex_body)
 
 
-def _extents(candidates, lag_candidates, q) -> dict:
-    """The op's extents arguments: those of `BoundedCandidates` (checked unless trusted)."""
-    like = None if inputs_trusted() else q
-    return {"extents": candidate_extents(candidates, "extents", like),
-            "lag_extents": candidate_extents(lag_candidates, "lag_extents", like)}
+def _extents(candidates, lag_candidates, like) -> dict:
+    """The op's extents arguments: those of `BoundedCandidates` (checked unless trusted; without
+    lag_candidates, the candidates' alone)."""
+    like = None if inputs_trusted() else like
+    extents = {"extents": candidate_extents(candidates, "extents", like)}
+    if lag_candidates is not None:
+        extents["lag_extents"] = candidate_extents(lag_candidates, "lag_extents", like)
+    return extents
 
 
 def _args(q, q_hat, weight, mass_matrix, ortho_weight, vertices, rest_vertices, faces, edges, vertex_body,
@@ -151,11 +154,13 @@ def affine_contact_forces(vertices, lagged_vertices, rest_vertices, faces, edges
     distance (inf without any). vertices (V, 3) positions, lagged_vertices (V, 3) xᵗ,
     rest_vertices (V, 3), faces / edges of the packed mesh, vertex_body (V,) in [0, E·B),
     candidates: the pairs within d̂ (a candidate counts in its first stencil vertex's
-    environment), lag_candidates and lag_mu (Nlag,) friction's lagged pairs and their μ."""
+    environment), lag_candidates and lag_mu (Nlag,) friction's lagged pairs and their μ. Rows of
+    -1 are padding, and so are the rows past the extents of `BoundedCandidates`."""
+    extents = _extents(candidates, lag_candidates, vertices)
     if inputs_trusted():  # the caller vouches (`ipc.trusted_inputs`): the checks below would pass
         return torch.ops.contactnet.ipc_affine_contact_forces(
             vertices, lagged_vertices, rest_vertices, faces, edges, vertex_body, *candidates, *lag_candidates,
-            lag_mu, num_envs, num_bodies, float(dt), float(dhat), float(kappa), float(eps_v))
+            lag_mu, num_envs, num_bodies, float(dt), float(dhat), float(kappa), float(eps_v), **extents)
     faces, edges, vertex_body, fv, ee = _statistics_args(vertices, faces, edges, vertex_body, candidates, num_envs,
                                                          num_bodies)
     lag_fv, lag_ee = ipc_candidate_args(lag_candidates, vertices, faces, edges)
@@ -169,7 +174,7 @@ def affine_contact_forces(vertices, lagged_vertices, rest_vertices, faces, edges
     return torch.ops.contactnet.ipc_affine_contact_forces(
         vertices, lagged_vertices, rest_vertices, faces, edges, vertex_body, fv, ee, lag_fv, lag_ee, lag_mu,
         num_envs, num_bodies, check_positive(dt, "dt"), check_positive(dhat, "dhat"),
-        check_positive(kappa, "kappa", allow_zero=True), check_positive(eps_v, "eps_v"))
+        check_positive(kappa, "kappa", allow_zero=True), check_positive(eps_v, "eps_v"), **extents)
 
 
 def contact_statistics(vertices, faces, edges, vertex_body, candidates: Candidates, num_envs: int,
@@ -177,14 +182,16 @@ def contact_statistics(vertices, faces, edges, vertex_body, candidates: Candidat
     """The statistics of `affine_contact_forces` without the forces: contacts (E,) int64, the
     candidate rows of each environment (padding aside; a candidate counts in its first stencil
     vertex's environment), and min_distance (E,) m, their smallest exact distance (inf without
-    any). vertices (V, 3), faces / edges of the packed mesh, vertex_body (V,) in [0, E·B)."""
+    any). vertices (V, 3), faces / edges of the packed mesh, vertex_body (V,) in [0, E·B). Rows
+    past the extents of `BoundedCandidates` are padding."""
+    extents = _extents(candidates, None, vertices)
     if inputs_trusted():  # the caller vouches (`ipc.trusted_inputs`): the checks below would pass
         return torch.ops.contactnet.ipc_contact_statistics(vertices, faces, edges, vertex_body, *candidates,
-                                                           num_envs, num_bodies)
+                                                           num_envs, num_bodies, **extents)
     faces, edges, vertex_body, fv, ee = _statistics_args(vertices, faces, edges, vertex_body, candidates, num_envs,
                                                          num_bodies)
     return torch.ops.contactnet.ipc_contact_statistics(vertices, faces, edges, vertex_body, fv, ee, num_envs,
-                                                       num_bodies)
+                                                       num_bodies, **extents)
 
 
 def _statistics_args(vertices, faces, edges, vertex_body, candidates: Candidates, num_envs, num_bodies):
@@ -203,12 +210,13 @@ def _statistics_args(vertices, faces, edges, vertex_body, candidates: Candidates
 
 
 @torch.library.register_fake("contactnet::ipc_contact_statistics")
-def _(vertices, faces, edges, vertex_body, fv, ee, num_envs, num_bodies):
+def _(vertices, faces, edges, vertex_body, fv, ee, num_envs, num_bodies, extents=None):
     return vertices.new_empty((num_envs,), dtype=torch.int64), vertices.new_empty((num_envs,))
 
 
 @torch.library.register_fake("contactnet::ipc_affine_contact_forces")
-def _(vertices, lagged, rest, faces, edges, vertex_body, fv, ee, lag_fv, lag_ee, lag_mu, num_envs, num_bodies, *args):
+def _(vertices, lagged, rest, faces, edges, vertex_body, fv, ee, lag_fv, lag_ee, lag_mu, num_envs, num_bodies, *args,
+      **kwargs):
     return (vertices.new_empty((num_envs * num_bodies, 3)), vertices.new_empty((num_envs,), dtype=torch.int64),
             vertices.new_empty((num_envs,)))
 
@@ -219,7 +227,7 @@ def _(q, rest_vertices, vertex_body):
 
 
 @torch.library.register_fake("contactnet::ipc_affine_potential")
-def _(q, *args):
+def _(q, *args, **kwargs):
     return q.new_empty((q.shape[0],))
 
 

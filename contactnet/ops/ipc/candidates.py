@@ -48,9 +48,9 @@ class BoundedCandidates(Candidates):
     extents: (2,) int64 on the lists' device, face–vertex then edge–edge: the counts a padded
     search or pruning returns (`PaddedCandidates.bounded`; a count past the capacity reads as the
     whole list). Under a CUDA graph a list's shape cannot follow its count; the stepper's ops
-    (`affine_potential`, `affine_potential_derivatives`, `collision_free_steps`) read the extents
-    on the device instead and skip the rows past them, so their cost follows the rows in use, not
-    the capacity. Unpacks, indexes and counts as `Candidates`; a tuple made from it
+    (`affine_potential`, `affine_potential_derivatives`, `collision_free_steps`,
+    `affine_contact_forces`, `contact_statistics`) read the extents on the device instead and skip
+    the rows past them, so their cost follows the rows in use, not the capacity. Unpacks, indexes and counts as `Candidates`; a tuple made from it
     (`Candidates(*c)`, `_replace`) has no extents, nor has one made without them (None)."""
 
     def __new__(cls, face_vertex: torch.Tensor, edge_edge: torch.Tensor, extents: torch.Tensor | None = None):
@@ -353,13 +353,14 @@ def _(vertices_t0, vertices_t1, faces, edges, fv, ee, reach, capacity):
 
 
 @torch.library.register_fake("contactnet::ipc_body_candidates")
-def _(vertices_t0, vertices_t1, faces, edges, vertex_body, q_t0, q_t1, body_pairs, box, node, prim, root, reach):
+def _(vertices_t0, vertices_t1, faces, edges, vertex_body, q_t0, q_t1, body_pairs, box, node, prim, root, reach,
+      prune=False):
     return _dynamic_pairs(faces), _dynamic_pairs(faces), faces.new_empty((4,), dtype=torch.int64)
 
 
 @torch.library.register_fake("contactnet::ipc_body_candidates_padded")
 def _(vertices_t0, vertices_t1, faces, edges, vertex_body, q_t0, q_t1, body_pairs, box, node, prim, root, reach,
-      capacity):
+      capacity, prune=False):
     return (*_padded_pairs(faces, capacity), faces.new_empty((4,), dtype=torch.int64))
 
 

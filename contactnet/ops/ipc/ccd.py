@@ -96,7 +96,7 @@ def collision_free_steps(vertices_t0, vertices_t1, faces, edges, candidates: Can
 
 
 @torch.library.register_fake("contactnet::ipc_collision_free_steps")
-def _(vertices_t0, vertices_t1, faces, edges, fv, ee, vertex_env, num_envs, *args):
+def _(vertices_t0, vertices_t1, faces, edges, fv, ee, vertex_env, num_envs, *args, **kwargs):
     return vertices_t0.new_empty((num_envs,))
 
 
