@@ -247,9 +247,9 @@ class FixedShape(StepMode):
     def search(self, scene: PackedScene, x0, x1, reach: float, q0, q1=None, active=None) -> ipc.Candidates:
         # All environments (fixed shapes): the finished ones take zero steps. Around a shaken bowl
         # the swept boxes keep 30-250 times more pairs than can come within reach (its motion,
-        # which the objects riding it share, is larger than d̂): the search prunes them as it finds
-        # them, so CCD, the derivatives and every line-search energy see only the rest, and skip
-        # the rows past them unread (the lists' extents).
+        # which the objects riding it share, is larger than d̂): the search prunes them (the
+        # body-level search as it finds them), so CCD, the derivatives and every line-search
+        # energy see only the rest, and skip the rows past them unread (the lists' extents).
         found = contact_search.search_padded(scene, x0, x1, reach,
                                              self.max_contacts if x1 is None else self.max_candidates, q0, q1,
                                              prune=True)

@@ -106,10 +106,8 @@ struct FrictionEnergySumFunctor {
   T* total;
 
   CN_HD void operator()(int64_t i) const {
-    FrictionFrame<T> fr;
-    T scale, u[2], y;
-    if (!friction.state(i, fr, scale, u, y)) return;
-    const T d = scale * friction_f0(y, friction.eps_v);  // FrictionFunctor's order 0
+    T d;
+    if (!friction.evaluate(i, 0, &d)) return;
     int64_t id[4];
     friction.st.ids(i, id);
     BodyPairDerivativesFunctor<T>::add(total + candidate_env(id, vertex_body, B), (mu[i] * h2) * d);
@@ -212,23 +210,19 @@ struct BarrierForceSumFunctor {
 // to that vertex's body.
 template <typename T>
 struct FrictionForceSumFunctor {
-  FrictionFunctor<T> friction;  // μ = 1, order 1; its out is unused
+  FrictionFunctor<T> friction;  // μ = 1; its order and out are unused
   const T* mu;                  // (N,)
   const int64_t* vertex_body;
   T* forces;  // (E·B, 3)
 
   CN_HD void operator()(int64_t i) const {
-    FrictionFrame<T> fr;
-    T scale, u[2], y;
-    if (!friction.state(i, fr, scale, u, y)) return;
-    const T s = scale * friction_f1_over_y(y, friction.eps_v);  // FrictionFunctor's order 1
+    T g[12];
+    if (!friction.evaluate(i, 1, g)) return;
     int64_t id[4];
     friction.st.ids(i, id);
-    for (int row = 0; row < 12; ++row) {
-      const T g = s * (friction_T(fr, row, 0) * u[0] + friction_T(fr, row, 1) * u[1]);
+    for (int row = 0; row < 12; ++row)
       BodyPairDerivativesFunctor<T>::add(forces + 3 * vertex_body[id[row / 3]] + row % 3,
-                                         -(g * mu[i]));
-    }
+                                         -(g[row] * mu[i]));
   }
 };
 

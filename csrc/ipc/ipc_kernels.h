@@ -349,24 +349,35 @@ struct FrictionFunctor {
     return true;
   }
 
+  // Candidate i's D (order 0) or ∇D (order 1, 12 values) into out; false, with nothing written,
+  // for padding and for a candidate without friction, whose term is zero.
+  CN_HD bool evaluate(int64_t i, int order, T* out) const {
+    FrictionFrame<T> fr;
+    T scale, u[2], y;
+    if (!state(i, fr, scale, u, y)) return false;
+    if (order == 0) {
+      out[0] = scale * friction_f0(y, eps_v);  // μ N f₀(‖u‖)
+      return true;
+    }
+    const T s = scale * friction_f1_over_y(y, eps_v);  // ∇D = μ N f₁(‖u‖)/‖u‖ T u
+    for (int row = 0; row < 12; ++row)
+      out[row] = s * (friction_T(fr, row, 0) * u[0] + friction_T(fr, row, 1) * u[1]);
+    return true;
+  }
+
   CN_HD void operator()(int64_t i) const {
     const int K = order == 0 ? 1 : (order == 1 ? 12 : 144);
     T* o = out + K * i;
+    if (order < 2) {
+      if (!evaluate(i, order, o))
+        for (int k = 0; k < K; ++k) o[k] = T(0);
+      return;
+    }
     for (int k = 0; k < K; ++k) o[k] = T(0);
     FrictionFrame<T> fr;
     T scale, u[2], y;
     if (!state(i, fr, scale, u, y)) return;
-    if (order == 0) {
-      o[0] = scale * friction_f0(y, eps_v);  // μ N f₀(‖u‖)
-      return;
-    }
     const T f1y = friction_f1_over_y(y, eps_v);
-    if (order == 1) {
-      const T s = scale * f1y;  // ∇D = μ N f₁(‖u‖)/‖u‖ T u
-      for (int row = 0; row < 12; ++row)
-        o[row] = s * (friction_T(fr, row, 0) * u[0] + friction_T(fr, row, 1) * u[1]);
-      return;
-    }
     // ∇²D = μ N T M Tᵀ,  M = f₂ u uᵀ + f₁/‖u‖ I  (M = (2/ε) I at u = 0)
     const T f2 = y > T(0) ? friction_f2(y, eps_v) : T(0);
     const T M[2][2] = {{scale * (f2 * u[0] * u[0] + f1y), scale * f2 * u[0] * u[1]},

@@ -22,6 +22,13 @@ def tilted_stack(tilt=0.02, gap=5e-4):
     return scene
 
 
+def stacks_or_bowl(scene: str, envs: int) -> list[Scene]:
+    """`envs` tilted stacks of growing tilt, or one shaken bowl."""
+    if scene == "stack":
+        return [tilted_stack(tilt=0.02 * (e + 1)) for e in range(envs)]
+    return [scenes.bowl_shake(seed=3)]
+
+
 def potential_inputs(sim: Stepper, seed: int, pad: int = 0):
     """The arguments of `potential.energy` at a random state near the current one, with the friction
     lag of the step's start; `pad` rows of -1 appended to the candidate list."""
@@ -49,7 +56,7 @@ def test_fused_potential_equals_the_torch_reference(scene, envs):
     """Energy, gradient and PSD-projected Hessian of the fused op against the torch composition of
     the per-candidate ops, float64 to 1e-12 relative, with friction, padding rows and environments
     of different contacts."""
-    built = [tilted_stack(tilt=0.02 * (e + 1)) for e in range(envs)] if scene == "stack" else [scenes.bowl_shake(seed=3)]
+    built = stacks_or_bowl(scene, envs)
     sim = Stepper(built, mu=0.4)
     for _ in range(200):  # until the objects touch
         if sim.step().contacts.min() > 0:
@@ -620,7 +627,7 @@ def test_device_form_of_the_sums_equals_the_cpu_form(scene, envs, monkeypatch):
     device form against the CPU's, on lists mostly of padding (as the fixed-shape step's): the
     energies, forces and statistics to the bit (same terms, same candidate order), the Hessians
     to 1e-12 relative (the CPU copies a shared feature's Hessian between candidates)."""
-    built = [tilted_stack(tilt=0.02 * (e + 1)) for e in range(envs)] if scene == "stack" else [scenes.bowl_shake(seed=3)]
+    built = stacks_or_bowl(scene, envs)
     sim = Stepper(built, mu=0.4)
     for _ in range(200):
         if sim.step().contacts.min() > 0:
@@ -629,7 +636,8 @@ def test_device_form_of_the_sums_equals_the_cpu_form(scene, envs, monkeypatch):
     packed, c, q, q_hat, w, x_t, lag, x, cand = potential_inputs(sim, seed=1, pad=400)
     assert cand.count > 0 and lag.candidates.count > 0
     host = {"energy": potential.energy(packed, c, q, q_hat, w, x_t, lag, x, cand),
-            "derivatives": potential.gradient_hessian(packed, c, q, q_hat, w, x_t, lag, x, cand, keep_frictionless=True)}
+            "derivatives": potential.gradient_hessian(packed, c, q, q_hat, w, x_t, lag, x, cand,
+                                                      keep_frictionless=True)}
     stats_args = (x, sim.faces, sim.edges, sim.vertex_body, cand, sim.num_envs, sim.max_bodies)
     forces_args = (x, x_t, sim.rest, sim.faces, sim.edges, sim.vertex_body, cand, *lag, sim.num_envs,
                    sim.max_bodies, sim.dt, sim.dhat, sim.kappa, sim.eps_v)
@@ -709,7 +717,10 @@ def test_rows_past_the_extents_are_skipped_as_padding(form, monkeypatch):
         assert torch.equal(potential.energy(packed, c, q, q_hat, w, x_t, bounded_lag, x, bounded), want_e)
         got = potential.gradient_hessian(packed, c, q, q_hat, w, x_t, bounded_lag, x, bounded)
         for a, b in zip(got, want_d):
-            assert_rel(a, b) if form == "device" else torch.equal(a, b)
+            if form == "device":
+                assert_rel(a, b)
+            else:
+                assert torch.equal(a, b)
         assert torch.equal(ipc.collision_free_steps(*steps, bounded, sim.packed.vertex_env, 2), want_s)
         got_f = ipc.affine_contact_forces(x, x_t, *forces_args, bounded, *bounded_lag, *tail)
         assert all(torch.equal(a, b) for a, b in zip(got_f, want_f))
@@ -744,7 +755,7 @@ def test_fixed_step_bounded_by_the_lists_extents_changes_no_bit(monkeypatch):
 def test_fixed_step_with_the_device_form_follows_the_cpu_form(scene, envs, monkeypatch):
     """The fixed-iteration step (the GPU's flow: padded lists) with the device form of the sums
     follows the CPU form's trajectory within 1e-9 over 12 steps with contacts."""
-    built = [tilted_stack(tilt=0.02 * (e + 1)) for e in range(envs)] if scene == "stack" else [scenes.bowl_shake(seed=3)]
+    built = stacks_or_bowl(scene, envs)
 
     def run():
         sim = Stepper(built, fixed_iterations=4, mu=0.4, on_failure="ignore")

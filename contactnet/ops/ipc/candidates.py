@@ -50,8 +50,9 @@ class BoundedCandidates(Candidates):
     whole list). Under a CUDA graph a list's shape cannot follow its count; the stepper's ops
     (`affine_potential`, `affine_potential_derivatives`, `collision_free_steps`,
     `affine_contact_forces`, `contact_statistics`) read the extents on the device instead and skip
-    the rows past them, so their cost follows the rows in use, not the capacity. Unpacks, indexes and counts as `Candidates`; a tuple made from it
-    (`Candidates(*c)`, `_replace`) has no extents, nor has one made without them (None)."""
+    the rows past them, so their cost follows the rows in use, not the capacity. Unpacks, indexes
+    and counts as `Candidates`; a tuple made from it (`Candidates(*c)`, `_replace`) has no
+    extents, nor has one made without them (None)."""
 
     def __new__(cls, face_vertex: torch.Tensor, edge_edge: torch.Tensor, extents: torch.Tensor | None = None):
         self = super().__new__(cls, face_vertex, edge_edge)
