@@ -20,6 +20,7 @@ from contactnet.models import containment
 from contactnet.models.encoder import ShapeEmbedding, ShapeEncoder
 from contactnet.models.geometry import (
     box_placement_features,
+    frame_into,
     grid_coordinates,
     local_crop,
     point_coordinates,
@@ -27,9 +28,13 @@ from contactnet.models.geometry import (
 )
 from contactnet.ops._checks import trusted_indices
 from contactnet.ops.grid_sample_rows import grid_sample_rows
+from contactnet.ops.locc_cooccupancy import locc_point_cooccupancy
 
 
-CROSS_CHUNK = 2048  # queries per slice of the indexed co-occupancy term
+CROSS_CHUNK = 2048  # queries per slice of the indexed co-occupancy term (torch composition)
+# Queries per call of the fused surface-point term: its scratch is K ranks per query, read only by
+# queries that keep more than cross_points points (about 200 MB at 1,500 points, mostly untouched).
+FUSED_CHUNK = 16384
 
 
 class TableProjection(NamedTuple):
@@ -311,7 +316,7 @@ class LOCC(CollisionNet):
         if not self.cross_features:
             return TableProjection(rows, None, None, None, None)
         queries = self.query(rows).view(-1, m**3, self.cross_features)
-        points = self._point_queries(table) if "points" in self._kinds else None
+        points = self._point_queries(table).contiguous() if "points" in self._kinds else None
         occupancy = None if table.occupancy is None else table.occupancy.reshape(-1, 1).to(rows.dtype)
         return TableProjection(rows, queries, self.key(rows), points, occupancy)
 
@@ -320,19 +325,36 @@ class LOCC(CollisionNet):
                         projection: TableProjection | None = None):
         """Logits of queries (ids_a, ids_b, poses) against an embedding table. projection:
         `project_table(table)`, computed here when not given; pass it when sending many batches
-        against one table, since computing it costs a pass over the whole table."""
-        # Masked mean pooling as an embedding bag over the table's cells: (N·C, F) rows, each
-        # query summing its kept cells with their weights — no per-query copy of an embedding.
+        against one table, since computing it costs a pass over the whole table.
+
+        Where no gradient is to be given (under `torch.no_grad()`, or a frozen net with poses that
+        need none), the crop, the surface-point term and the containment test run as fused
+        kernels that read only what a query keeps (`locc_crop_pool`, `locc_point_cooccupancy`,
+        `dipoles_enclose`); otherwise the torch composition, with its gradients. Same logits up
+        to rounding."""
         m = self.encoder.grid
         cells = m**3
         if projection is None:
             projection = self.project_table(table)
         rows = projection.rows
-        offsets = torch.arange(cells, device=ids_a.device)
-        w_a, where_a, frac_a = local_crop(table.aabb[ids_a], m, pose_a, pose_b, table.aabb[ids_b])
-        w_b, where_b, frac_b = local_crop(table.aabb[ids_b], m, pose_b, pose_a, table.aabb[ids_a])
-        crop_a = F.embedding_bag(ids_a[:, None] * cells + offsets, rows, per_sample_weights=w_a.to(rows.dtype), mode="sum")
-        crop_b = F.embedding_bag(ids_b[:, None] * cells + offsets, rows, per_sample_weights=w_b.to(rows.dtype), mode="sum")
+        box_a, box_b = table.aabb[ids_a], table.aabb[ids_b]
+        crop_dtype = torch.promote_types(table.aabb.dtype, torch.promote_types(pose_a.dtype, pose_b.dtype))
+        if ("cells" not in self._kinds and rows.dtype == crop_dtype
+                and not (torch.is_grad_enabled() and rows.requires_grad)):
+            # Each query reads only its kept cells' rows (`locc_crop_pool`); the cell masks are
+            # not formed (no co-occupancy term reads them).
+            crop_a, where_a, frac_a = local_crop(box_a, m, pose_a, pose_b, box_b, pool=(rows, ids_a))
+            crop_b, where_b, frac_b = local_crop(box_b, m, pose_b, pose_a, box_a, pool=(rows, ids_b))
+            keep_a = keep_b = None
+        else:
+            # Masked mean pooling as an embedding bag over the table's cells: (N·C, F) rows, each
+            # query summing its kept cells with their weights — no per-query copy of an embedding.
+            offsets = torch.arange(cells, device=ids_a.device)
+            w_a, where_a, frac_a = local_crop(box_a, m, pose_a, pose_b, box_b)
+            w_b, where_b, frac_b = local_crop(box_b, m, pose_b, pose_a, box_a)
+            crop_a = F.embedding_bag(ids_a[:, None] * cells + offsets, rows, per_sample_weights=w_a.to(rows.dtype), mode="sum")
+            crop_b = F.embedding_bag(ids_b[:, None] * cells + offsets, rows, per_sample_weights=w_b.to(rows.dtype), mode="sum")
+            keep_a, keep_b = w_a > 0, w_b > 0
         cross = ()
         if self.cross_features:
             # Projected once per table (`projection`); each query samples its other's grid in place
@@ -340,7 +362,7 @@ class LOCC(CollisionNet):
             queries, keys, point_queries = projection.queries, projection.keys, projection.point_queries
             # Slices of CROSS_CHUNK queries bound the memory of the sites' samples whatever the
             # caller's batch (a fixed number of slices for a given batch).
-            sides = ((ids_a, ids_b, pose_a, pose_b, w_a > 0), (ids_b, ids_a, pose_b, pose_a, w_b > 0))
+            sides = ((ids_a, ids_b, pose_a, pose_b, keep_a), (ids_b, ids_a, pose_b, pose_a, keep_b))
             occupancy = self._occupancy(table, "table")
 
             def one_slice(kind, e, i_own, i_other, p_own, p_other, keep):
@@ -359,11 +381,41 @@ class LOCC(CollisionNet):
                 ranks = (own_occupancy, _row_sampler(projection.occupancy, m, i_other[e])) if count else None
                 return self._cross(own, _row_sampler(keys, m, i_other[e]), coords[:, None], keep, ranks, count)
 
-            cross = tuple(torch.cat([one_slice(kind, e, *side)
-                                     for e in (slice(s, s + CROSS_CHUNK) for s in range(0, max(len(side[0]), 1), CROSS_CHUNK))])
-                          for kind in self._kinds for side in sides)
+            def one_term(kind, side):
+                if kind == "points" and self._fused_points(table, projection, pose_a, pose_b):
+                    return self._point_cross_fused(table, projection, *side[:4])
+                return torch.cat([one_slice(kind, e, *side)
+                                  for e in (slice(s, s + CROSS_CHUNK) for s in range(0, max(len(side[0]), 1), CROSS_CHUNK))])
+
+            cross = tuple(one_term(kind, side) for kind in self._kinds for side in sides)
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance,
                           self._contained_indexed(table, ids_a, ids_b, pose_a, pose_b))
+
+    @staticmethod
+    def _fused_points(table: ShapeEmbedding, projection: TableProjection, pose_a, pose_b) -> bool:
+        """Whether the surface-point term can run fused (`locc_point_cooccupancy`): it has no
+        backward, so not where a gradient must reach the poses or the table."""
+        inputs = (pose_a, pose_b, table.points, projection.point_queries, projection.keys)
+        return (projection.occupancy is not None
+                and all(x.dtype == table.points.dtype for x in (*inputs, projection.occupancy))
+                and not (torch.is_grad_enabled() and any(x.requires_grad for x in inputs)))
+
+    def _point_cross_fused(self, table: ShapeEmbedding, projection: TableProjection, i_own, i_other, p_own, p_other):
+        """(Q, D) the surface-point co-occupancy of the own objects against the others, as the torch
+        composition in `predict_indexed` gives it, by the fused op in slices of FUSED_CHUNK."""
+        k = table.points.shape[-2]
+        count = self.cross_points or k  # 0: every kept point
+        points, occupancy = table.points.contiguous(), projection.occupancy.reshape(-1)
+        out = []
+        for s in range(0, max(len(i_own), 1), FUSED_CHUNK):
+            e = slice(s, s + FUSED_CHUNK)
+            rotation, translation = frame_into(p_own[e], p_other[e])
+            with trusted_indices():  # the ids have already indexed the table's boxes
+                out.append(locc_point_cooccupancy(points, projection.point_queries, projection.keys, occupancy,
+                                                  self.encoder.grid, i_own[e], i_other[e], rotation.contiguous(),
+                                                  translation.contiguous(), table.aabb[i_other[e]].contiguous(),
+                                                  count))
+        return torch.cat(out)
 
 
 class GlobalOCN(CollisionNet):

@@ -15,6 +15,8 @@ import torch
 
 from contactnet.geometry.poses import compose_poses, invert_poses, transform_points
 from contactnet.geometry.winding import dipole_winding
+from contactnet.ops._checks import trusted_indices
+from contactnet.ops.dipole_winding import dipoles_enclose
 
 PROBES = 16  # of the other object's dipole points (a random spread over its surface)
 INSIDE = 0.5  # a probe is inside from this winding number on (DESIGN: inside when >= 0.5)
@@ -26,9 +28,13 @@ def inside(dipoles_own: torch.Tensor, dipoles_other: torch.Tensor, pose_own: tor
            pose_other: torch.Tensor) -> torch.Tensor:
     """(...,) bool: the other object lies inside the own one. dipoles (..., S, 7) of each object,
     poses (..., 7); leading dimensions broadcast."""
+    return dipole_winding(dipoles_own, probes(dipoles_other, pose_own, pose_other)).amin(-1) >= INSIDE
+
+
+def probes(dipoles_other: torch.Tensor, pose_own: torch.Tensor, pose_other: torch.Tensor) -> torch.Tensor:
+    """(..., P, 3) the other object's probes (its first PROBES dipole points) in the own frame."""
     rel = compose_poses(invert_poses(pose_own), pose_other)  # the other's pose in the own frame
-    probes = transform_points(rel[..., None, :], dipoles_other[..., :PROBES, :3])
-    return dipole_winding(dipoles_own, probes).amin(-1) >= INSIDE
+    return transform_points(rel[..., None, :], dipoles_other[..., :PROBES, :3])
 
 
 @torch.no_grad()
@@ -38,10 +44,16 @@ def contained(dipoles_a: torch.Tensor, dipoles_b: torch.Tensor, pose_a: torch.Te
     return inside(dipoles_a, dipoles_b, pose_a, pose_b) | inside(dipoles_b, dipoles_a, pose_b, pose_a)
 
 
+@torch.no_grad()
 def contained_indexed(dipoles: torch.Tensor, ids_a: torch.Tensor, ids_b: torch.Tensor, pose_a: torch.Tensor,
                       pose_b: torch.Tensor) -> torch.Tensor:
-    """(Q,) bool: `contained` (no gradient) for queries against a table's (N, S, 7) dipoles, in
-    slices of CHUNK queries (a fixed number of slices for a given batch)."""
+    """(Q,) bool: `contained` for queries against a table's (N, S, 7) dipoles, by the fused test
+    (`dipoles_enclose`: a query stops at its first probe outside); poses of another dtype than the
+    table's take the torch composition in slices of CHUNK queries."""
+    if pose_a.dtype == dipoles.dtype == pose_b.dtype:
+        with trusted_indices():  # the ids have already indexed the table
+            return (dipoles_enclose(dipoles, ids_a, probes(dipoles[ids_b], pose_a, pose_b).contiguous(), INSIDE)
+                    | dipoles_enclose(dipoles, ids_b, probes(dipoles[ids_a], pose_b, pose_a).contiguous(), INSIDE))
     parts = [contained(dipoles[ids_a[s]], dipoles[ids_b[s]], pose_a[s], pose_b[s])
              for s in (slice(i, i + CHUNK) for i in range(0, max(len(ids_a), 1), CHUNK))]
     return torch.cat(parts)

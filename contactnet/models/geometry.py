@@ -3,7 +3,7 @@
 import torch
 
 from contactnet.geometry.poses import compose_poses, invert_poses, quaternion_to_matrix
-from contactnet.ops.locc_crop import locc_crop
+from contactnet.ops.locc_crop import locc_crop, locc_crop_pool
 
 
 def relative_pose_features(pose_a: torch.Tensor, pose_b: torch.Tensor) -> torch.Tensor:
@@ -53,11 +53,16 @@ def cells_near_box(centres: torch.Tensor, half_diagonal: torch.Tensor, pose_cell
 
 
 def local_crop(aabb: torch.Tensor, grid: int, pose: torch.Tensor, pose_other: torch.Tensor,
-               aabb_other: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+               aabb_other: torch.Tensor, pool: tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """LOCC's crop of an object's M³ cells against the other object's box, from boxes and poses:
     per-cell weights (..., M³) (the `cells_near_box` mask of `cell_centres`, divided by its count),
     the kept cells' mean centre in units of the other box (..., 3) ([-1, 1] inside it; 0 when no
     cell is kept) and the kept fraction (..., 1). Leading dimensions broadcast.
+
+    pool: (rows (N·M³, F), ids) a table of embeddings stored as rows and each query's id in it
+    (leading dimensions (Q,)): the weights are not formed, and the first output is instead each
+    query's crop, its kept cells' mean row (Q, F) (`locc_crop_pool`; no gradient to the rows).
 
     The masks come from the fused `contactnet.ops.locc_crop` (no gradient: they are piecewise
     constant); the mean centre is moved into the other frame here, so it stays differentiable in
@@ -75,12 +80,14 @@ def local_crop(aabb: torch.Tensor, grid: int, pose: torch.Tensor, pose_other: to
     def flat(x: torch.Tensor, *tail: int) -> torch.Tensor:
         return x.detach().to(dtype).expand(*shape, *tail).reshape(-1, *tail).contiguous()
 
-    crop = locc_crop(flat(aabb, 2, 3), flat(rotation, 3, 3), flat(offset, 3), flat(reach, 3), grid)
+    args = (flat(aabb, 2, 3), flat(rotation, 3, 3), flat(offset, 3), flat(reach, 3), grid)
+    crop = locc_crop(*args) if pool is None else locc_crop_pool(*args, pool[0].detach(), pool[1])
     count = crop.count.view(*shape, 1)
     mean_local = (torch.einsum("...ij,...j->...i", rotation, crop.mean_own.view(*shape, 3))
                   + offset * (count > 0).to(dtype))
     where = 2 * mean_local / (other_hi - other_lo).clamp_min(1e-6)
-    return crop.weights.view(*shape, grid**3), where, count / grid**3
+    first = crop.weights.view(*shape, grid**3) if pool is None else crop.weights
+    return first, where, count / grid**3
 
 
 def grid_coordinates(aabb: torch.Tensor, grid: int, pose: torch.Tensor, pose_other: torch.Tensor,
@@ -94,8 +101,14 @@ def point_coordinates(points: torch.Tensor, pose: torch.Tensor, pose_other: torc
                       aabb_other: torch.Tensor) -> torch.Tensor:
     """(..., K, 3) an object's points (..., K, 3) in its frame moved into the other object's frame,
     in the other box's units as `grid_coordinates`. Leading dimensions broadcast."""
-    to_other = compose_poses(invert_poses(pose_other), pose)
-    rotation = quaternion_to_matrix(to_other[..., 3:])
-    local = torch.einsum("...ij,...cj->...ci", rotation, points) + to_other[..., None, :3]
+    rotation, translation = frame_into(pose, pose_other)
+    local = torch.einsum("...ij,...cj->...ci", rotation, points) + translation[..., None, :]
     lo, hi = aabb_other[..., 0:1, :], aabb_other[..., 1:2, :]
     return 2 * (local - lo) / (hi - lo).clamp_min(1e-6) - 1
+
+
+def frame_into(pose: torch.Tensor, pose_other: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rotation (..., 3, 3) and translation (..., 3) that take a point of the object at `pose`
+    (its frame) into the frame of the object at `pose_other`. Poses (..., 7) broadcast."""
+    to_other = compose_poses(invert_poses(pose_other), pose)
+    return quaternion_to_matrix(to_other[..., 3:]), to_other[..., :3]

@@ -12,8 +12,17 @@ CropOut locc_crop_cuda(const at::Tensor& aabb, const at::Tensor& rotation, const
   return locc_crop_impl(aabb, rotation, offset, reach, grid, CudaLauncher{});
 }
 
+// One thread per query, reading its kept cells' rows.
+CropOut locc_crop_pool_cuda(const at::Tensor& aabb, const at::Tensor& rotation, const at::Tensor& offset,
+                            const at::Tensor& reach, int64_t grid, const at::Tensor& rows, const at::Tensor& ids) {
+  return locc_crop_pool_impl(aabb, rotation, offset, reach, grid, rows, ids, CudaLauncher{});
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(contactnet, CUDA, m) { m.impl("locc_crop", &locc_crop_cuda); }
+TORCH_LIBRARY_IMPL(contactnet, CUDA, m) {
+  m.impl("locc_crop", &locc_crop_cuda);
+  m.impl("locc_crop_pool", &locc_crop_pool_cuda);
+}
 
 }  // namespace contactnet

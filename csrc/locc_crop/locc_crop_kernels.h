@@ -17,6 +17,52 @@ namespace contactnet {
 
 constexpr int64_t kCropMaxGrid = 16;  // documented bound of `grid` (per-thread tables of 3 x M)
 
+// The cells of query q, x-major: keep(c, kept) for each; returns the kept count and the kept
+// cells' centre sums along each own axis (sum[3]: the mean's numerators).
+template <typename T, typename Keep>
+CN_HD int64_t crop_cells(const T* aabb, const T* rotation, const T* offset, const T* reach, int64_t m, int64_t q,
+                         T sum[3], const Keep& keep_cell) {
+  const T* lo = aabb + 6 * q;
+  const T* r = rotation + 9 * q;
+  const T* o = offset + 3 * q;
+  const T* h = reach + 3 * q;
+  T axis[3][kCropMaxGrid];          // cell-centre coordinate along each own axis
+  T term[3][3][kCropMaxGrid];       // term[out][own][i] = R[out][own] * axis[own][i]
+  for (int a = 0; a < 3; ++a) {
+    const T size = lo[3 + a] - lo[a];
+    for (int64_t i = 0; i < m; ++i) {
+      axis[a][i] = lo[a] + size * ((T(i) + T(0.5)) / T(m));
+      for (int out = 0; out < 3; ++out) term[out][a][i] = r[3 * out + a] * axis[a][i];
+    }
+  }
+  int64_t kept = 0;
+  T marginal[3][kCropMaxGrid] = {};
+  for (int64_t i = 0; i < m; ++i) {
+    const T si[3] = {o[0] + term[0][0][i], o[1] + term[1][0][i], o[2] + term[2][0][i]};
+    for (int64_t j = 0; j < m; ++j) {
+      const T sij[3] = {si[0] + term[0][1][j], si[1] + term[1][1][j], si[2] + term[2][1][j]};
+      int64_t row_kept = 0;
+      for (int64_t k = 0; k < m; ++k) {
+        // Bitwise &: the three tests are cheap, a mispredicted branch per cell is not.
+        const bool keep = (fabs(sij[0] + term[0][2][k]) <= h[0]) &
+                          (fabs(sij[1] + term[1][2][k]) <= h[1]) &
+                          (fabs(sij[2] + term[2][2][k]) <= h[2]);
+        keep_cell((i * m + j) * m + k, keep);
+        row_kept += keep;
+        marginal[2][k] += keep ? T(1) : T(0);
+      }
+      kept += row_kept;
+      marginal[0][i] += T(row_kept);
+      marginal[1][j] += T(row_kept);
+    }
+  }
+  for (int a = 0; a < 3; ++a) {
+    sum[a] = T(0);
+    for (int64_t i = 0; i < m; ++i) sum[a] += marginal[a][i] * axis[a][i];
+  }
+  return kept;
+}
+
 template <typename T>
 struct LoccCropFunctor {
   const T* aabb;      // (Q, 2, 3) own box: min, max corners
@@ -29,52 +75,50 @@ struct LoccCropFunctor {
   T* count;     // (Q,) kept cells
 
   CN_HD void operator()(int64_t q) const {
-    const int64_t m = grid, cells = m * m * m;
-    const T* lo = aabb + 6 * q;
-    const T* r = rotation + 9 * q;
-    const T* o = offset + 3 * q;
-    const T* h = reach + 3 * q;
-    T axis[3][kCropMaxGrid];          // cell-centre coordinate along each own axis
-    T term[3][3][kCropMaxGrid];       // term[out][own][i] = R[out][own] * axis[own][i]
-    for (int a = 0; a < 3; ++a) {
-      const T size = lo[3 + a] - lo[a];
-      for (int64_t i = 0; i < m; ++i) {
-        axis[a][i] = lo[a] + size * ((T(i) + T(0.5)) / T(m));
-        for (int out = 0; out < 3; ++out) term[out][a][i] = r[3 * out + a] * axis[a][i];
-      }
-    }
+    const int64_t cells = grid * grid * grid;
     T* w = weights + cells * q;
-    int64_t kept = 0;
-    T marginal[3][kCropMaxGrid] = {};
-    for (int64_t i = 0; i < m; ++i) {
-      const T si[3] = {o[0] + term[0][0][i], o[1] + term[1][0][i], o[2] + term[2][0][i]};
-      for (int64_t j = 0; j < m; ++j) {
-        const T sij[3] = {si[0] + term[0][1][j], si[1] + term[1][1][j], si[2] + term[2][1][j]};
-        T* row = w + (i * m + j) * m;
-        int64_t row_kept = 0;
-        for (int64_t k = 0; k < m; ++k) {
-          // Bitwise &: the three tests are cheap, a mispredicted branch per cell is not.
-          const bool keep = (fabs(sij[0] + term[0][2][k]) <= h[0]) &
-                            (fabs(sij[1] + term[1][2][k]) <= h[1]) &
-                            (fabs(sij[2] + term[2][2][k]) <= h[2]);
-          row[k] = keep ? T(1) : T(0);
-          row_kept += keep;
-          marginal[2][k] += row[k];
-        }
-        kept += row_kept;
-        marginal[0][i] += T(row_kept);
-        marginal[1][j] += T(row_kept);
-      }
-    }
+    T sum[3];
+    const int64_t kept = crop_cells(aabb, rotation, offset, reach, grid, q, sum,
+                                    [&](int64_t c, bool keep) { w[c] = keep ? T(1) : T(0); });
     const T scale = T(1) / T(kept > 0 ? kept : 1);
     if (kept > 0)
       for (int64_t c = 0; c < cells; ++c) w[c] *= scale;
-    for (int a = 0; a < 3; ++a) {
-      T sum = T(0);
-      for (int64_t i = 0; i < m; ++i) sum += marginal[a][i] * axis[a][i];
-      mean_own[3 * q + a] = sum * scale;
-    }
+    finish(q, kept, scale, sum);
+  }
+
+  CN_HD void finish(int64_t q, int64_t kept, T scale, const T sum[3]) const {
+    for (int a = 0; a < 3; ++a) mean_own[3 * q + a] = sum[a] * scale;
     count[q] = T(kept);
+  }
+};
+
+// The crop pooled: the kept cells' mean feature read from a table of embeddings stored as rows
+// (what an embedding bag over the M^3 weights of LoccCropFunctor gives, w · row summed in cell
+// order), without the weights: a query reads only its kept cells' rows.
+template <typename T>
+struct LoccCropPoolFunctor {
+  LoccCropFunctor<T> crop;  // its weights unused
+  const T* rows;            // (N·M^3, F) embedding n's cell c at row n·M^3 + c
+  const int64_t* ids;       // (Q,) each query's embedding
+  int64_t f;                // F
+  T* pooled;                // (Q, F)
+
+  CN_HD void operator()(int64_t q) const {
+    const int64_t cells = crop.grid * crop.grid * crop.grid;
+    uint64_t bits[kCropMaxGrid * kCropMaxGrid * kCropMaxGrid / 64] = {};
+    T sum[3];
+    const int64_t kept = crop_cells(crop.aabb, crop.rotation, crop.offset, crop.reach, crop.grid, q, sum,
+                                    [&](int64_t c, bool keep) { bits[c >> 6] |= uint64_t(keep) << (c & 63); });
+    const T scale = T(1) / T(kept > 0 ? kept : 1);
+    T* out = pooled + f * q;
+    for (int64_t i = 0; i < f; ++i) out[i] = T(0);
+    const T* first = rows + f * cells * ids[q];
+    for (int64_t c = 0; c < cells; ++c) {
+      if (!((bits[c >> 6] >> (c & 63)) & 1)) continue;
+      const T* row = first + f * c;
+      for (int64_t i = 0; i < f; ++i) out[i] += scale * row[i];
+    }
+    crop.finish(q, kept, scale, sum);
   }
 };
 

@@ -12,7 +12,7 @@ from contactnet.geometry.sampling import sample_surface_even
 from contactnet.geometry.winding import surface_dipoles
 from contactnet.models import LOCC, GlobalOCN, ShapeEmbedding, ShapeEncoder, load_model
 from contactnet.models.checkpoint import build_net
-from contactnet.models.containment import CONTAINED_LOGIT, contained
+from contactnet.models.containment import CONTAINED_LOGIT, contained, contained_indexed
 from contactnet.ops import mesh_collide, mesh_distance
 from tests.geometry.test_winding import _sphere
 
@@ -87,7 +87,8 @@ def test_it_flags_only_pairs_that_collide():
     """On uniform poses of procedural objects and their small copies (nested and interlocked
     configurations), every pair the test calls contained collides by the exact kernel, and it
     finds most of the pairs the exact kernel finds contained with the surfaces apart (32 of 41:
-    the rest lie within a dipole spacing of a wall, where the winding number is smoothed)."""
+    the rest lie within a dipole spacing of a wall, where the winding number is smoothed). The
+    indexed (fused) test answers as the torch one, in float64 and float32."""
     shapes = [make_object(f, 2) for f in ("star_prism", "random_union", "egad_like", "ring", "mug")]
     shapes += [(v * 0.25, f) for v, f in shapes]
     lib = MeshLibrary([Mesh(v, f) for v, f in shapes], dtype=torch.float64)
@@ -98,6 +99,10 @@ def test_it_flags_only_pairs_that_collide():
     ids_b = torch.randint(5, (3000,), generator=g) + 5
     pa, pb, _, _ = sample_pairs(lib, ids_a, ids_b, PairSpec(placement="uniform"), g)
     flagged = contained(dipoles[ids_a], dipoles[ids_b], pa, pb)
+    # The indexed test (the fused kernel, each query stopping at its first probe outside) agrees.
+    assert torch.equal(contained_indexed(dipoles, ids_a, ids_b, pa, pb), flagged)
+    assert torch.equal(contained_indexed(dipoles.float(), ids_a, ids_b, pa.float(), pb.float()),
+                       contained(dipoles[ids_a].float(), dipoles[ids_b].float(), pa.float(), pb.float()))
     collide = mesh_collide(lib, ids_a, ids_b, pa, pb)
     assert flagged.sum() > 20 and collide[flagged].all()
     exact = collide & (mesh_distance(lib, ids_a, ids_b, pa, pb).distance > 0)  # contained, surfaces apart

@@ -15,7 +15,9 @@ from contactnet.geometry import Mesh, MeshLibrary
 from contactnet.ops import (blem_contacts, cluster_contacts, ipc, mesh_collide, mesh_distance, point_mesh_distance,
                             point_mesh_signed_distance)
 from contactnet.ops.grid_sample_rows import grid_sample_rows
-from contactnet.ops.locc_crop import locc_crop
+from contactnet.ops.dipole_winding import dipoles_enclose
+from contactnet.ops.locc_cooccupancy import locc_point_cooccupancy
+from contactnet.ops.locc_crop import locc_crop, locc_crop_pool
 from contactnet.ops.mesh_query import hulls_separated
 from tests.ops import ipc_cases
 from tests.ops.mesh_cases import box_mesh, bumpy_sphere, random_poses, random_soup
@@ -554,3 +556,47 @@ def test_locc_crop(dtype, grid):
     close(want.count, got.count, rtol=0, atol=0, name="count")
     tol = 1e-12 if dtype == torch.float64 else 1e-6
     close(want.mean_own, got.mean_own, rtol=tol, atol=tol, name="mean_own")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("grid", [2, 16])
+def test_locc_crop_pool(dtype, grid):
+    from tests.ops.test_locc_crop import _pool_inputs
+
+    args, table, ids = _pool_inputs(300, grid, dtype, grid)
+    args[2][:3] = 1e9  # nothing kept
+    want = locc_crop_pool(*args, grid, table, ids)
+    got = locc_crop_pool(*to_dev(*args), grid, *to_dev(table, ids))
+    tol = 1e-12 if dtype == torch.float64 else 1e-6
+    close(want.weights, got.weights, rtol=tol, atol=tol, name="pooled")
+    close(want.count, got.count, rtol=0, atol=0, name="count")
+    close(want.mean_own, got.mean_own, rtol=tol, atol=tol, name="mean_own")
+
+
+# ---- LOCC's surface-point co-occupancy and containment tests ----------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_locc_point_cooccupancy(dtype):
+    from tests.ops.test_locc_cooccupancy import _inputs
+
+    args = _inputs(400, 1, dtype)
+    dev = tuple(a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
+    tol = 1e-12 if dtype == torch.float64 else 1e-6
+    for count in (1, 7, 1000):  # the rank cut at every query, at some, at none
+        close(locc_point_cooccupancy(*args, count), locc_point_cooccupancy(*dev, count), rtol=tol, atol=tol,
+              name=f"count {count}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_dipoles_enclose(dtype):
+    from tests.ops.test_dipole_winding import _table
+
+    dipoles = _table(dtype)
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(3, (500,), generator=g)
+    probes = (1.5 * (torch.rand(500, 16, 3, generator=g, dtype=torch.float64) - 0.5)).to(dtype)
+    probes[:100] *= 0.2  # deep inside the large sphere: all probes inside there
+    want = dipoles_enclose(dipoles, ids, probes)
+    assert want.any() and not want.all()
+    close(want, dipoles_enclose(*to_dev(dipoles, ids, probes)), name="enclosed")

@@ -6,7 +6,7 @@ import torch
 
 from contactnet.geometry.poses import quaternion_to_matrix
 from contactnet.models.geometry import local_crop
-from contactnet.ops.locc_crop import locc_crop
+from contactnet.ops.locc_crop import locc_crop, locc_crop_pool
 from contactnet.ops.reference.locc_crop import locc_crop as locc_crop_reference
 
 DTYPES = [torch.float32, torch.float64]
@@ -95,3 +95,48 @@ def test_crop_features_are_differentiable_in_the_poses():
     pose_a.requires_grad_(True)
     assert 0 < local_crop(aabb_a, 6, pose_a, pose_b, aabb_b)[2].item() < 1
     torch.autograd.gradcheck(lambda p: local_crop(aabb_a, 6, p, pose_b, aabb_b)[1], (pose_a,))
+
+
+# ---- the crop pooled from a table of embeddings ---------------------------------------------------
+
+
+def _pool_inputs(q, seed, dtype, grid, n=5, f=7):
+    args = _inputs(q, seed, dtype)
+    g = torch.Generator().manual_seed(seed + 100)
+    rows = torch.randn(n * grid**3, f, generator=g, dtype=torch.float64).to(dtype)
+    return args, rows, torch.randint(n, (q,), generator=g)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("grid", [2, 6, 16])
+def test_pool_is_the_embedding_bag_of_the_weights(dtype, grid):
+    """locc_crop_pool = an embedding bag of each query's rows with locc_crop's weights (the
+    indexed LOCC's crop before it), and the same mean centres and counts."""
+    args, rows, ids = _pool_inputs(300, grid, dtype, grid)
+    args[2][:3] = 1e9  # nothing kept: a zero crop
+    crop = locc_crop(*args, grid)
+    cells = grid**3
+    bag = torch.nn.functional.embedding_bag(ids[:, None] * cells + torch.arange(cells), rows,
+                                            per_sample_weights=crop.weights, mode="sum")
+    got = locc_crop_pool(*args, grid, rows, ids)
+    tol = 1e-12 if dtype == torch.float64 else 1e-6
+    torch.testing.assert_close(got.weights, bag, rtol=tol, atol=tol)
+    assert torch.equal(got.count, crop.count) and torch.equal(got.mean_own, crop.mean_own)
+    assert (got.weights[:3] == 0).all() and (got.count > 0).any()
+
+
+def test_pool_bad_input_is_a_clear_error():
+    args, rows, ids = _pool_inputs(4, 0, torch.float32, 6)
+    with pytest.raises(ValueError, match=r"rows: expected N·M³ rows \(M = 6\)"):
+        locc_crop_pool(*args, 6, rows[1:], ids)
+    with pytest.raises(TypeError, match="rows has dtype torch.float64"):
+        locc_crop_pool(*args, 6, rows.double(), ids)
+    with pytest.raises(ValueError, match=r"ids: indices must lie in \[0, 5\)"):
+        locc_crop_pool(*args, 6, rows, torch.full((4,), 5))
+    with pytest.raises(ValueError, match=r"ids: expected shape \(4,\)"):
+        locc_crop_pool(*args, 6, rows, ids[:3])
+
+
+def test_pool_opcheck():
+    args, rows, ids = _pool_inputs(8, 2, torch.float64, 6)
+    torch.library.opcheck(torch.ops.contactnet.locc_crop_pool.default, (*args, 6, rows, ids))

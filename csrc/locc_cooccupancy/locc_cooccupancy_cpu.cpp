@@ -1,0 +1,31 @@
+#include <torch/library.h>
+
+#include "common/launch_cpu.h"
+#include "locc_cooccupancy/locc_cooccupancy.h"
+
+namespace contactnet {
+namespace {
+
+// A query costs from a pass over its K points (microseconds) to ranking and reading hundreds of
+// them: the threads take queries one at a time.
+at::Tensor locc_point_cooccupancy_cpu(const at::Tensor& points, const at::Tensor& point_queries,
+                                      const at::Tensor& keys, const at::Tensor& occupancy, int64_t grid,
+                                      const at::Tensor& ids_own, const at::Tensor& ids_other,
+                                      const at::Tensor& rotation, const at::Tensor& translation,
+                                      const at::Tensor& aabb_other, int64_t count) {
+  return locc_point_cooccupancy_impl(points, point_queries, keys, occupancy, grid, ids_own, ids_other, rotation,
+                                     translation, aabb_other, count, CpuDynamicLauncher{});
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(contactnet, m) {
+  m.def(
+      "locc_point_cooccupancy(Tensor points, Tensor point_queries, Tensor keys, Tensor occupancy, int grid, "
+      "Tensor ids_own, Tensor ids_other, Tensor rotation, Tensor translation, Tensor aabb_other, int count) "
+      "-> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(contactnet, CPU, m) { m.impl("locc_point_cooccupancy", &locc_point_cooccupancy_cpu); }
+
+}  // namespace contactnet

@@ -1,0 +1,195 @@
+// LOCC's co-occupancy term probed at surface points, one query per index (the CPU loop body and
+// the CUDA thread body): the torch composition in contactnet/models/collision_nets.py
+// (`LOCC._cross` with cross_sites "points") reads every one of the own object's K points per query
+// through a dozen (Q, K, ·) tensors and a top-k, though a query keeps few of them (the points
+// inside the other box: a median of 3 to 26 of 1,500 on near-contact and uniform pairs). Here a
+// query moves its points into the other box once, and only the kept ones are ranked and sampled.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "common/macros.h"
+#include "grid_sample_rows/grid_sample_rows_kernels.h"
+
+namespace contactnet {
+
+// The bits of a non-negative float as an unsigned integer: they order as the values do.
+CN_HD uint32_t ordered_bits(float v) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(v);
+#else
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+#endif
+}
+CN_HD uint64_t ordered_bits(double v) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(v));
+#else
+  uint64_t u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+#endif
+}
+
+template <typename T>
+struct LoccPointCooccupancyFunctor {
+  const T* points;         // (N, K, 3) each object's encoded points, its own frame
+  const T* point_queries;  // (N, K, D) the co-occupancy queries at those points
+  const T* keys;           // (N·M³, D) key grids as rows (grid_sample_rows' layout)
+  const T* occupancy;      // (N·M³,) points per cell, as rows
+  const int64_t* ids_own;  // (Q,)
+  const int64_t* ids_other;
+  const T* rotation;     // (Q, 3, 3) own frame -> other's frame
+  const T* translation;  // (Q, 3)
+  const T* aabb_other;   // (Q, 2, 3) the other's box, its frame
+  int64_t k, d, m, count;  // K, D, M, sites read per query (>= 1)
+  T lowest;                // the dtype's lowest value (the masked max's start)
+  T* priority;             // (Q, K) scratch: the kept points' ranks (queries that keep > count)
+  int32_t* site;           // (Q, K) scratch: the kept points' indices
+  T* out;                  // (Q, D)
+
+  // Point j of the query's own object in the other box's units ([-1, 1] across it), as
+  // contactnet.models.geometry.point_coordinates computes it; whether it lies inside the box.
+  CN_HD bool inside(int64_t q, int64_t j, T c[3]) const {
+    const T* p = points + 3 * (ids_own[q] * k + j);
+    const T* r = rotation + 9 * q;
+    const T* lo = aabb_other + 6 * q;
+    T local[3], extent[3];
+    for (int a = 0; a < 3; ++a) {
+      local[a] = r[3 * a] * p[0] + r[3 * a + 1] * p[1] + r[3 * a + 2] * p[2] + translation[3 * q + a];
+      extent[a] = lo[3 + a] - lo[a];
+      extent[a] = extent[a] > T(1e-6) ? extent[a] : T(1e-6);  // as point_coordinates clamps it
+      // Most points lie well outside the box: they are told so without the division (the margin,
+      // a thousandth of the box and a millionth of the coordinates, is far above rounding).
+      const T hi = lo[a] + extent[a], slack = T(1e-3) * extent[a] + T(1e-6) * (fabs(lo[a]) + fabs(hi));
+      if (!(local[a] >= lo[a] - slack && local[a] <= hi + slack)) return false;  // NaN: outside
+    }
+    bool in = true;
+    for (int a = 0; a < 3; ++a) {
+      c[a] = T(2) * (local[a] - lo[a]) / extent[a] - T(1);
+      in = in && (c[a] <= T(1) && c[a] >= T(-1));
+    }
+    return in;
+  }
+
+  // The site's rank (LOCC._cells, for a surface point: own occupancy counts as present): 4 + the
+  // other's points per cell interpolated there, squashed to [0, 2) + nearness to its box centre.
+  CN_HD T rank(int64_t q, const T c[3]) const {
+    T near = T(0);
+    int64_t base[3];
+    T frac[3];
+    if (sample_corners(c, m, base, frac)) {
+      const int64_t first = ids_other[q] * m * m * m;
+      for (int corner = 0; corner < 8; ++corner) {
+        int64_t cell;
+        T w[3];
+        if (sample_corner(corner, m, base, frac, cell, w)) near += w[0] * w[1] * w[2] * occupancy[first + cell];
+      }
+    }
+    const T centre = c[0] * c[0] + c[1] * c[1] + c[2] * c[2];
+    return T(4) + T(2) * near / (T(1) + near) + T(1) / (T(1) + centre);
+  }
+
+  // o = max(o, query(site j) ⊙ key(other's grid at c)), channel by channel (NaN propagates).
+  CN_HD void take(int64_t q, int64_t j, const T c[3], T* o) const {
+    int64_t base[3];
+    T frac[3];
+    const T* rows[8];
+    T weights[8];
+    int corners = 0;
+    if (sample_corners(c, m, base, frac)) {
+      const int64_t first = ids_other[q] * m * m * m;
+      for (int corner = 0; corner < 8; ++corner) {
+        int64_t cell;
+        T w[3];
+        if (!sample_corner(corner, m, base, frac, cell, w)) continue;
+        rows[corners] = keys + d * (first + cell);
+        weights[corners++] = w[0] * w[1] * w[2];
+      }
+    }
+    const T* own = point_queries + d * (ids_own[q] * k + j);
+    // Blocks of channels, each summed corner by corner as grid_sample_rows sums them.
+    constexpr int64_t kBlock = 16;
+    for (int64_t c0 = 0; c0 < d; c0 += kBlock) {
+      const int64_t nb = d - c0 < kBlock ? d - c0 : kBlock;
+      T key[kBlock];
+      for (int64_t i = 0; i < kBlock; ++i) key[i] = T(0);
+      for (int s = 0; s < corners; ++s) {
+        const T* row = rows[s] + c0;
+        const T w = weights[s];
+        if (nb == kBlock) {
+          for (int64_t i = 0; i < kBlock; ++i) key[i] += w * row[i];
+        } else {
+          for (int64_t i = 0; i < nb; ++i) key[i] += w * row[i];
+        }
+      }
+      for (int64_t i = 0; i < nb; ++i) {
+        const T v = own[c0 + i] * key[i];
+        if (v > o[c0 + i] || v != v) o[c0 + i] = v;
+      }
+    }
+  }
+
+  CN_HD void operator()(int64_t q) const {
+    T* o = out + d * q;
+    for (int64_t ch = 0; ch < d; ++ch) o[ch] = lowest;
+    // The kept points' indices, in order.
+    int32_t* st = site + q * k;
+    T c[3];
+    int64_t kept = 0;
+    for (int64_t j = 0; j < k; ++j)
+      if (inside(q, j, c)) st[kept++] = static_cast<int32_t>(j);
+    if (kept <= count) {  // every kept point is read
+      for (int64_t i = 0; i < kept; ++i) {
+        inside(q, st[i], c);
+        take(q, st[i], c, o);
+      }
+    } else {
+      select_and_take(q, kept, o);
+    }
+    if (kept == 0)
+      for (int64_t ch = 0; ch < d; ++ch) o[ch] = T(0);
+  }
+
+  // More kept points than sites: the `count` of highest rank (ties by index), found by a radix
+  // select over the ranks' bits (all positive), then read.
+  CN_HD void select_and_take(int64_t q, int64_t n, T* o) const {
+    using Bits = decltype(ordered_bits(T(0)));
+    constexpr int kBits = 8 * sizeof(Bits);
+    T* pr = priority + q * k;
+    const int32_t* st = site + q * k;
+    T c[3];
+    for (int64_t i = 0; i < n; ++i) {
+      inside(q, st[i], c);
+      pr[i] = rank(q, c);
+    }
+    // The count-th largest rank's bits, 8 bits at a time from the top.
+    Bits prefix = 0, mask = 0;
+    int64_t wanted = count;  // ranks still to place at or below the prefix
+    for (int shift = kBits - 8; shift >= 0; shift -= 8) {
+      int32_t hist[256];
+      for (int b = 0; b < 256; ++b) hist[b] = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const Bits u = ordered_bits(pr[i]);
+        if ((u & mask) == prefix) ++hist[(u >> shift) & 255];
+      }
+      int digit = 255;
+      for (; digit > 0 && hist[digit] < wanted; --digit) wanted -= hist[digit];
+      prefix |= static_cast<Bits>(digit) << shift;
+      mask |= static_cast<Bits>(255) << shift;
+    }
+    // Above the threshold all are read; at it, the first `wanted` in index order.
+    for (int64_t i = 0; i < n; ++i) {
+      const Bits u = ordered_bits(pr[i]);
+      if (u > prefix || (u == prefix && wanted-- > 0)) {
+        inside(q, st[i], c);
+        take(q, st[i], c, o);
+      }
+    }
+  }
+};
+
+}  // namespace contactnet
