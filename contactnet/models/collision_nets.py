@@ -327,11 +327,11 @@ class LOCC(CollisionNet):
         `project_table(table)`, computed here when not given; pass it when sending many batches
         against one table, since computing it costs a pass over the whole table.
 
-        Where no gradient is to be given (under `torch.no_grad()`, or a frozen net with poses that
-        need none), the crop, the surface-point term and the containment test run as fused
-        kernels that read only what a query keeps (`locc_crop_pool`, `locc_point_cooccupancy`,
-        `dipoles_enclose`); otherwise the torch composition, with its gradients. Same logits up
-        to rounding."""
+        Where the weights and the table need no gradient (under `torch.no_grad()`, or a frozen net
+        such as the checker's, with or without poses that need one), the crop, the surface-point
+        term and the containment test run as fused kernels that read only what a query keeps
+        (`locc_crop_pool`, `locc_point_cooccupancy`, `dipoles_enclose`); otherwise the torch
+        composition, with its gradients. Same logits, and pose gradients, up to rounding."""
         m = self.encoder.grid
         cells = m**3
         if projection is None:
@@ -393,12 +393,12 @@ class LOCC(CollisionNet):
 
     @staticmethod
     def _fused_points(table: ShapeEmbedding, projection: TableProjection, pose_a, pose_b) -> bool:
-        """Whether the surface-point term can run fused (`locc_point_cooccupancy`): it has no
-        backward, so not where a gradient must reach the poses or the table."""
-        inputs = (pose_a, pose_b, table.points, projection.point_queries, projection.keys)
+        """Whether the surface-point term can run fused (`locc_point_cooccupancy`): it gives the
+        poses their gradient, not the table (nor the weights that made it)."""
+        table_part = (table.points, table.aabb, projection.point_queries, projection.keys, projection.occupancy)
         return (projection.occupancy is not None
-                and all(x.dtype == table.points.dtype for x in (*inputs, projection.occupancy))
-                and not (torch.is_grad_enabled() and any(x.requires_grad for x in inputs)))
+                and all(x.dtype == table.points.dtype for x in (pose_a, pose_b, *table_part))
+                and not (torch.is_grad_enabled() and any(x.requires_grad for x in table_part)))
 
     def _point_cross_fused(self, table: ShapeEmbedding, projection: TableProjection, i_own, i_other, p_own, p_other):
         """(Q, D) the surface-point co-occupancy of the own objects against the others, as the torch

@@ -9,7 +9,10 @@ query's points and ranks and samples only the kept ones, with the same rank and 
 trilinear sums as `grid_sample_rows`. Same values up to the rounding of the points' transform
 (and, where kept points tie on rank at the cut, which of them are read).
 
-Forward only: a caller that needs gradients (poses or table) runs the torch composition.
+Differentiable with respect to `rotation` and `translation` (each channel's max is its argmax
+point's query ⊙ key, trilinear in the point's coordinates: the poses' gradient a planner's
+learned cost needs); where the table itself needs a gradient (training), the torch composition
+runs instead.
 """
 
 import torch
@@ -61,9 +64,42 @@ def locc_point_cooccupancy(points: torch.Tensor, point_queries: torch.Tensor, ke
         check_index_values(ids_own, "ids_own", n)
         check_index_values(ids_other, "ids_other", n)
     return _ops.locc_point_cooccupancy(points, point_queries, keys, occupancy, grid, ids_own, ids_other, rotation,
-                                       translation, aabb_other, count)
+                                       translation, aabb_other, count)[0]
 
 
 @torch.library.register_fake("contactnet::locc_point_cooccupancy")
 def _(points, point_queries, keys, occupancy, grid, ids_own, ids_other, rotation, translation, aabb_other, count):
-    return points.new_empty((ids_own.shape[0], point_queries.shape[2]))
+    shape = (ids_own.shape[0], point_queries.shape[2])
+    return points.new_empty(shape), points.new_empty(shape, dtype=torch.int32)
+
+
+@torch.library.register_fake("contactnet::locc_point_cooccupancy_backward")
+def _(points, point_queries, keys, occupancy, grid, ids_own, ids_other, rotation, translation, aabb_other, count, arg,
+      grad_values):
+    return rotation.new_empty(rotation.shape), translation.new_empty(translation.shape)
+
+
+def _setup(ctx, inputs, output):
+    points, point_queries, keys, occupancy, grid, ids_own, ids_other, rotation, translation, aabb_other, count = inputs
+    for name, x in (("points", points), ("point_queries", point_queries), ("keys", keys), ("occupancy", occupancy),
+                    ("aabb_other", aabb_other)):
+        if x.requires_grad:
+            raise ValueError(f"{name}: locc_point_cooccupancy differentiates the rotation and translation only; "
+                             f"a table that needs a gradient takes the torch composition (LOCC.predict_indexed)")
+    ctx.grid, ctx.count = grid, count
+    ctx.save_for_backward(points, point_queries, keys, occupancy, ids_own, ids_other, rotation, translation,
+                          aabb_other, output[1])
+
+
+def _backward(ctx, grad_values, grad_arg):
+    points, point_queries, keys, occupancy, ids_own, ids_other, rotation, translation, aabb_other, arg = \
+        ctx.saved_tensors
+    grad_rotation = grad_translation = None
+    if grad_values is not None:
+        grad_rotation, grad_translation = _ops.locc_point_cooccupancy_backward(
+            points, point_queries, keys, occupancy, ctx.grid, ids_own, ids_other, rotation, translation, aabb_other,
+            ctx.count, arg, grad_values.contiguous())
+    return None, None, None, None, None, None, None, grad_rotation, grad_translation, None, None
+
+
+torch.library.register_autograd("contactnet::locc_point_cooccupancy", _backward, setup_context=_setup)

@@ -50,6 +50,7 @@ struct LoccPointCooccupancyFunctor {
   T* priority;             // (Q, K) scratch: the kept points' ranks (queries that keep > count)
   int32_t* site;           // (Q, K) scratch: the kept points' indices
   T* out;                  // (Q, D)
+  int32_t* arg;            // (Q, D) the point each channel's max came from (-1: none kept)
 
   // Point j of the query's own object in the other box's units ([-1, 1] across it), as
   // contactnet.models.geometry.point_coordinates computes it; whether it lies inside the box.
@@ -93,8 +94,9 @@ struct LoccPointCooccupancyFunctor {
     return T(4) + T(2) * near / (T(1) + near) + T(1) / (T(1) + centre);
   }
 
-  // o = max(o, query(site j) ⊙ key(other's grid at c)), channel by channel (NaN propagates).
-  CN_HD void take(int64_t q, int64_t j, const T c[3], T* o) const {
+  // o = max(o, query(site j) ⊙ key(other's grid at c)), channel by channel (NaN propagates),
+  // a[ch] = j where the max moved.
+  CN_HD void take(int64_t q, int64_t j, const T c[3], T* o, int32_t* a) const {
     int64_t base[3];
     T frac[3];
     const T* rows[8];
@@ -128,14 +130,21 @@ struct LoccPointCooccupancyFunctor {
       }
       for (int64_t i = 0; i < nb; ++i) {
         const T v = own[c0 + i] * key[i];
-        if (v > o[c0 + i] || v != v) o[c0 + i] = v;
+        if (v > o[c0 + i] || v != v) {
+          o[c0 + i] = v;
+          a[c0 + i] = static_cast<int32_t>(j);
+        }
       }
     }
   }
 
   CN_HD void operator()(int64_t q) const {
     T* o = out + d * q;
-    for (int64_t ch = 0; ch < d; ++ch) o[ch] = lowest;
+    int32_t* a = arg + d * q;
+    for (int64_t ch = 0; ch < d; ++ch) {
+      o[ch] = lowest;
+      a[ch] = -1;
+    }
     // The kept points' indices, in order.
     int32_t* st = site + q * k;
     T c[3];
@@ -145,10 +154,10 @@ struct LoccPointCooccupancyFunctor {
     if (kept <= count) {  // every kept point is read
       for (int64_t i = 0; i < kept; ++i) {
         inside(q, st[i], c);
-        take(q, st[i], c, o);
+        take(q, st[i], c, o, a);
       }
     } else {
-      select_and_take(q, kept, o);
+      select_and_take(q, kept, o, a);
     }
     if (kept == 0)
       for (int64_t ch = 0; ch < d; ++ch) o[ch] = T(0);
@@ -156,7 +165,7 @@ struct LoccPointCooccupancyFunctor {
 
   // More kept points than sites: the `count` of highest rank (ties by index), found by a radix
   // select over the ranks' bits (all positive), then read.
-  CN_HD void select_and_take(int64_t q, int64_t n, T* o) const {
+  CN_HD void select_and_take(int64_t q, int64_t n, T* o, int32_t* a) const {
     using Bits = decltype(ordered_bits(T(0)));
     constexpr int kBits = 8 * sizeof(Bits);
     T* pr = priority + q * k;
@@ -186,9 +195,59 @@ struct LoccPointCooccupancyFunctor {
       const Bits u = ordered_bits(pr[i]);
       if (u > prefix || (u == prefix && wanted-- > 0)) {
         inside(q, st[i], c);
-        take(q, st[i], c, o);
+        take(q, st[i], c, o, a);
       }
     }
+  }
+};
+
+// The gradient of the term with respect to each query's rotation and translation (the poses'
+// part of it; the table gets none): each channel's max is its argmax point's query ⊙ key, the key
+// trilinear in the point's coordinates c = 2 (R p + t − lo) / extent − 1.
+template <typename T>
+struct LoccPointCooccupancyBackwardFunctor {
+  LoccPointCooccupancyFunctor<T> fwd;  // its scratch and outputs unused
+  const int32_t* arg;                  // (Q, D) from the forward
+  const T* grad_out;                   // (Q, D)
+  T* grad_rotation;                    // (Q, 3, 3)
+  T* grad_translation;                 // (Q, 3)
+
+  CN_HD void operator()(int64_t q) const {
+    T gr[9] = {}, gt[3] = {};
+    const int64_t d = fwd.d, m = fwd.m;
+    const T* lo = fwd.aabb_other + 6 * q;
+    for (int64_t ch = 0; ch < d; ++ch) {
+      const int32_t j = arg[d * q + ch];
+      if (j < 0) continue;
+      const T g = grad_out[d * q + ch] * fwd.point_queries[d * (fwd.ids_own[q] * fwd.k + j) + ch];
+      T c[3];
+      fwd.inside(q, j, c);
+      int64_t base[3];
+      T frac[3];
+      if (!sample_corners(c, m, base, frac)) continue;
+      const int64_t first = fwd.ids_other[q] * m * m * m;
+      T dkey[3] = {};  // d key / d c, as GridSampleRowsBackwardFunctor forms it
+      for (int corner = 0; corner < 8; ++corner) {
+        int64_t cell;
+        T w[3];
+        if (!sample_corner(corner, m, base, frac, cell, w)) continue;
+        const T row = fwd.keys[d * (first + cell) + ch];
+        for (int a = 0; a < 3; ++a) {
+          const int bit = (corner >> (2 - a)) & 1;
+          dkey[a] += (bit ? T(1) : T(-1)) * w[(a + 1) % 3] * w[(a + 2) % 3] * row * T(m) / T(2);
+        }
+      }
+      const T* p = fwd.points + 3 * (fwd.ids_own[q] * fwd.k + j);
+      for (int a = 0; a < 3; ++a) {
+        T extent = lo[3 + a] - lo[a];
+        extent = extent > T(1e-6) ? extent : T(1e-6);
+        const T gl = g * dkey[a] * T(2) / extent;  // d / d local[a]
+        gt[a] += gl;
+        for (int b = 0; b < 3; ++b) gr[3 * a + b] += gl * p[b];
+      }
+    }
+    for (int i = 0; i < 9; ++i) grad_rotation[9 * q + i] = gr[i];
+    for (int a = 0; a < 3; ++a) grad_translation[3 * q + a] = gt[a];
   }
 };
 

@@ -516,10 +516,10 @@ def test_frame_tables_on_cuda_take_frame_quaternions_as_made():
 
 @pytest.mark.parametrize("cls", [LOCC, LOCC_CROSS, LOCC_POINTS, LOCC_CONTAINED])
 def test_indexed_inference_takes_the_fused_kernels_with_the_same_logits(cls, monkeypatch):
-    """Without gradients to give (no_grad, or a frozen net with plain poses) predict_indexed reads
-    the crop (`locc_crop_pool`) and the surface-point term (`locc_point_cooccupancy`) by the fused
-    kernels; with them (poses or weights that need a gradient) by the torch composition, with
-    its gradients. Same logits either way, and in slices that do not divide the batch."""
+    """Where the weights and the table need no gradient (no_grad, or a frozen net, its poses
+    needing one or not) predict_indexed reads the crop (`locc_crop_pool`) and the surface-point
+    term (`locc_point_cooccupancy`) by the fused kernels; where they do, by the torch composition.
+    The same logits and pose gradients either way, and in slices that do not divide the batch."""
     import contactnet.models.collision_nets as nets
     import contactnet.models.geometry as geometry
 
@@ -534,29 +534,29 @@ def test_indexed_inference_takes_the_fused_kernels_with_the_same_logits(cls, mon
     monkeypatch.setattr(geometry, "locc_crop_pool", counted("pool", geometry.locc_crop_pool))
     monkeypatch.setattr(nets, "locc_point_cooccupancy", counted("points", nets.locc_point_cooccupancy))
     monkeypatch.setattr(nets, "FUSED_CHUNK", 7)
-    net = _small_net(cls)
-    points, normals = _clouds(5, k=60)
+    net = _small_net(cls).double()
+    points, normals = (x.double() for x in _clouds(5, k=60))
     table = net.encode(points, normals)
     g = torch.Generator().manual_seed(5)
     ids_a, ids_b = torch.randint(5, (40,), generator=g), torch.randint(5, (40,), generator=g)
-    pa, pb = _poses((40,), 10, spread=0.03), _poses((40,), 11, spread=0.03)
-    torch_path = net.predict_indexed(table, ids_a, ids_b, pa, pb)  # the weights need gradients
+    pa, pb = _poses((40,), 10, 0.03, torch.float64), _poses((40,), 11, 0.03, torch.float64)
+    pa_grad = pa.clone().requires_grad_(True)
+    torch_path = net.predict_indexed(table, ids_a, ids_b, pa_grad, pb)  # the weights need gradients
+    (torch_grad,) = torch.autograd.grad(torch_path.sum(), pa_grad)
     assert calls == {"pool": 0, "points": 0}
+    points_term = cls in (LOCC_POINTS, LOCC_CONTAINED)
+    per_call = {"pool": 0 if cls is LOCC_CROSS else 2,  # the cells' term reads the masks
+                "points": 2 * 6 if points_term else 0}  # 40 queries in slices of 7, both sides
     with torch.no_grad():
         fused = net.predict_indexed(table, ids_a, ids_b, pa, pb)
-    points_term = cls in (LOCC_POINTS, LOCC_CONTAINED)
-    assert calls["pool"] == (0 if cls is LOCC_CROSS else 2)  # the cells' term reads the masks
-    assert calls["points"] == (2 * 6 if points_term else 0)  # 40 queries in slices of 7, both sides
-    torch.testing.assert_close(fused, torch_path.detach(), atol=1e-5, rtol=1e-5)
-    # A frozen net: plain poses take the fused kernels; poses that need a gradient get one.
+    assert calls == per_call
+    torch.testing.assert_close(fused, torch_path.detach())
+    # A frozen net (the checker's): poses that need a gradient get it from the fused kernels too.
     net.requires_grad_(False)
     table = net.encode(points, normals)
-    before = dict(calls)
-    pa_grad = pa.clone().requires_grad_(True)
     logits = net.predict_indexed(table, ids_a, ids_b, pa_grad, pb)
-    assert calls["points"] == before["points"]
     (grad,) = torch.autograd.grad(logits.sum(), pa_grad)
+    assert calls == {k: 2 * v for k, v in per_call.items()}
+    torch.testing.assert_close(logits.detach(), torch_path.detach())
+    torch.testing.assert_close(grad, torch_grad)
     assert grad.abs().sum() > 0
-    torch.testing.assert_close(net.predict_indexed(table, ids_a, ids_b, pa, pb), logits.detach(), atol=1e-5,
-                               rtol=1e-5)
-    assert calls["points"] == before["points"] + (12 if points_term else 0)

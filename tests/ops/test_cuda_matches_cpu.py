@@ -583,9 +583,15 @@ def test_locc_point_cooccupancy(dtype):
     args = _inputs(400, 1, dtype)
     dev = tuple(a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
     tol = 1e-12 if dtype == torch.float64 else 1e-6
+    upstream = torch.randn(400, args[1].shape[2], dtype=dtype)
     for count in (1, 7, 1000):  # the rank cut at every query, at some, at none
-        close(locc_point_cooccupancy(*args, count), locc_point_cooccupancy(*dev, count), rtol=tol, atol=tol,
-              name=f"count {count}")
+        grads = []
+        for inputs, up in ((args, upstream), (dev, upstream.to(DEVICE))):
+            r, t = (inputs[i].clone().requires_grad_(True) for i in (7, 8))
+            values = locc_point_cooccupancy(*inputs[:7], r, t, inputs[9], count)
+            grads.append((values.detach(), *torch.autograd.grad((values * up).sum(), (r, t))))
+        for name, want, got in zip(("values", "d rotation", "d translation"), *grads):
+            close(want, got, rtol=tol, atol=tol, name=f"{name}, count {count}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

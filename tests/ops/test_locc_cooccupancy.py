@@ -109,6 +109,33 @@ def test_random_sizes(k, d, grid, count, spread, seed):
     _check(_inputs(30, seed, torch.float64, n=3, k=k, d=d, grid=grid, spread=spread), count, torch.float64)
 
 
+@pytest.mark.parametrize("count", [3, 1000])
+def test_pose_gradients(count):
+    """d/d rotation and translation: gradcheck (float64), and equal to the reference's autograd
+    (F.grid_sample's coordinate gradient) under a random upstream gradient."""
+    args = list(_inputs(40, 9, torch.float64, k=30))
+    rotation, translation = (args[i].clone().requires_grad_(True) for i in (7, 8))
+
+    def fused(r, t):
+        return locc_point_cooccupancy(*args[:7], r, t, args[9], count)
+
+    torch.autograd.gradcheck(fused, (rotation, translation), eps=1e-7, atol=1e-6)
+    upstream = torch.randn(40, 5, dtype=torch.float64)
+    got = torch.autograd.grad((fused(rotation, translation) * upstream).sum(), (rotation, translation))
+    want = torch.autograd.grad((reference(*args[:7], rotation, translation, args[9], count) * upstream).sum(),
+                               (rotation, translation))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-12)
+    assert got[0].abs().sum() > 0 and got[1].abs().sum() > 0
+
+
+def test_a_table_that_needs_a_gradient_is_refused():
+    args = list(_inputs(6, 0, torch.float64))
+    args[2] = args[2].clone().requires_grad_(True)
+    with pytest.raises(ValueError, match="keys: locc_point_cooccupancy differentiates the rotation and translation"):
+        locc_point_cooccupancy(*args, 4)
+
+
 def test_bad_input_is_a_clear_error():
     args = list(_inputs(6, 0, torch.float32))
     with pytest.raises(ValueError, match=r"count: expected an int >= 1"):
@@ -126,4 +153,7 @@ def test_bad_input_is_a_clear_error():
 
 
 def test_opcheck():
-    torch.library.opcheck(torch.ops.contactnet.locc_point_cooccupancy.default, (*_inputs(12, 2, torch.float64), 3))
+    args = list(_inputs(12, 2, torch.float64))
+    torch.library.opcheck(torch.ops.contactnet.locc_point_cooccupancy.default, (*args, 3))
+    args[7], args[8] = args[7].requires_grad_(True), args[8].requires_grad_(True)
+    torch.library.opcheck(torch.ops.contactnet.locc_point_cooccupancy.default, (*args, 3))
