@@ -265,6 +265,8 @@ class LOCC(CollisionNet):
         once per embedding for all the poses that share it (training's (B, 1) vs (B, G)). kind:
         the own sites, "cells" (kept where `keep`) or "points" (kept inside the other's box)."""
         m = self.encoder.grid
+        if kind == "points" and self._fused_points(own.points, other.aabb, other.occupancy, pose_own, pose_other):
+            return self._point_cross_grouped_fused(own, other, pose_own, pose_other, lead)
         if kind == "points":
             coords = point_coordinates(own.points, pose_own, pose_other, other.aabb)
             keep = (coords.abs() <= 1).all(-1).expand(*lead, coords.shape[-2])  # inside the other's box
@@ -382,8 +384,12 @@ class LOCC(CollisionNet):
                 return self._cross(own, _row_sampler(keys, m, i_other[e]), coords[:, None], keep, ranks, count)
 
             def one_term(kind, side):
-                if kind == "points" and self._fused_points(table, projection, pose_a, pose_b):
-                    return self._point_cross_fused(table, projection, *side[:4])
+                if kind == "points" and self._fused_points(table.points, table.aabb, projection.occupancy, pose_a,
+                                                           pose_b, projection.point_queries, projection.keys):
+                    i_own, i_other, p_own, p_other = side[:4]
+                    return self._point_cross_fused(table.points.contiguous(), projection.point_queries,
+                                                   projection.keys, projection.occupancy.reshape(-1), i_own, i_other,
+                                                   p_own, p_other, table.aabb[i_other])
                 return torch.cat([one_slice(kind, e, *side)
                                   for e in (slice(s, s + CROSS_CHUNK) for s in range(0, max(len(side[0]), 1), CROSS_CHUNK))])
 
@@ -392,30 +398,48 @@ class LOCC(CollisionNet):
                           self._contained_indexed(table, ids_a, ids_b, pose_a, pose_b))
 
     @staticmethod
-    def _fused_points(table: ShapeEmbedding, projection: TableProjection, pose_a, pose_b) -> bool:
-        """Whether the surface-point term can run fused (`locc_point_cooccupancy`): it gives the
-        poses their gradient, not the table (nor the weights that made it)."""
-        table_part = (table.points, table.aabb, projection.point_queries, projection.keys, projection.occupancy)
-        return (projection.occupancy is not None
-                and all(x.dtype == table.points.dtype for x in (pose_a, pose_b, *table_part))
-                and not (torch.is_grad_enabled() and any(x.requires_grad for x in table_part)))
+    def _fused_points(points, aabb, occupancy, *others) -> bool:
+        """Whether the surface-point term can run fused (`locc_point_cooccupancy`): one dtype, and no
+        gradient wanted for the points, boxes or occupancy (the op gives the poses, the point
+        queries and the keys theirs)."""
+        return (occupancy is not None
+                and all(x.dtype == points.dtype for x in (aabb, occupancy, *others))
+                and not (torch.is_grad_enabled() and any(x.requires_grad for x in (points, aabb, occupancy))))
 
-    def _point_cross_fused(self, table: ShapeEmbedding, projection: TableProjection, i_own, i_other, p_own, p_other):
-        """(Q, D) the surface-point co-occupancy of the own objects against the others, as the torch
-        composition in `predict_indexed` gives it, by the fused op in slices of FUSED_CHUNK."""
-        k = table.points.shape[-2]
-        count = self.cross_points or k  # 0: every kept point
-        points, occupancy = table.points.contiguous(), projection.occupancy.reshape(-1)
+    def _point_cross_fused(self, points, point_queries, keys, occupancy, ids_own, ids_other, pose_own, pose_other,
+                           aabb_other) -> torch.Tensor:
+        """(Q, D) the surface-point co-occupancy of queries against a table (points (N, K, 3),
+        point_queries (N, K, D), keys (N·M³, D), occupancy (N·M³,); ids, poses (Q, 7) and the other
+        boxes (Q, 2, 3) per query), by the fused op in slices of FUSED_CHUNK."""
+        count = self.cross_points or points.shape[-2]  # 0: every kept point
         out = []
-        for s in range(0, max(len(i_own), 1), FUSED_CHUNK):
+        for s in range(0, max(len(ids_own), 1), FUSED_CHUNK):
             e = slice(s, s + FUSED_CHUNK)
-            rotation, translation = frame_into(p_own[e], p_other[e])
-            with trusted_indices():  # the ids have already indexed the table's boxes
-                out.append(locc_point_cooccupancy(points, projection.point_queries, projection.keys, occupancy,
-                                                  self.encoder.grid, i_own[e], i_other[e], rotation.contiguous(),
-                                                  translation.contiguous(), table.aabb[i_other[e]].contiguous(),
-                                                  count))
+            rotation, translation = frame_into(pose_own[e], pose_other[e])
+            with trusted_indices():  # ids made here, or that have already indexed the table
+                out.append(locc_point_cooccupancy(points, point_queries, keys, occupancy, self.encoder.grid,
+                                                  ids_own[e], ids_other[e], rotation.contiguous(),
+                                                  translation.contiguous(), aabb_other[e].contiguous(), count))
         return torch.cat(out)
+
+    def _point_cross_grouped_fused(self, own, other, pose_own, pose_other, lead) -> torch.Tensor:
+        """(*lead, D) `_cross_grouped`'s surface-point term by the fused op: the embeddings on each
+        side as a table (their leading dimensions flattened), each query's ids broadcast from them."""
+        m, d, f = self.encoder.grid, self.cross_features, self.encoder.features
+        k = own.points.shape[-2]
+        own_lead, other_lead = own.points.shape[:-2], other.features.shape[:-4]
+        n_own, n_other = math.prod(own_lead), math.prod(other_lead)
+
+        def ids(shape, n):
+            return torch.arange(n, device=pose_own.device).reshape(shape).expand(lead).reshape(-1)
+
+        keys = self.key(other.features.reshape(n_other, f, m**3).transpose(1, 2)).reshape(n_other * m**3, d)
+        out = self._point_cross_fused(
+            own.points.reshape(n_own, k, 3).contiguous(), self._point_queries(own).reshape(n_own, k, d).contiguous(),
+            keys.contiguous(), other.occupancy.reshape(-1).to(keys.dtype).contiguous(), ids(own_lead, n_own),
+            ids(other_lead, n_other), pose_own.expand(*lead, 7).reshape(-1, 7),
+            pose_other.expand(*lead, 7).reshape(-1, 7), other.aabb.expand(*lead, 2, 3).reshape(-1, 2, 3))
+        return out.reshape(*lead, d)
 
 
 class GlobalOCN(CollisionNet):

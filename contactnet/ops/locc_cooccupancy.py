@@ -10,9 +10,9 @@ trilinear sums as `grid_sample_rows`. Same values up to the rounding of the poin
 (and, where kept points tie on rank at the cut, which of them are read).
 
 Differentiable with respect to `rotation` and `translation` (each channel's max is its argmax
-point's query ⊙ key, trilinear in the point's coordinates: the poses' gradient a planner's
-learned cost needs); where the table itself needs a gradient (training), the torch composition
-runs instead.
+point's query ⊙ key, the key trilinear in the point's coordinates: the poses' gradient a
+planner's learned cost needs) and to `point_queries` and `keys` (what training needs); not to the
+points, the occupancy or the boxes.
 """
 
 import torch
@@ -75,18 +75,20 @@ def _(points, point_queries, keys, occupancy, grid, ids_own, ids_other, rotation
 
 @torch.library.register_fake("contactnet::locc_point_cooccupancy_backward")
 def _(points, point_queries, keys, occupancy, grid, ids_own, ids_other, rotation, translation, aabb_other, count, arg,
-      grad_values):
-    return rotation.new_empty(rotation.shape), translation.new_empty(translation.shape)
+      grad_values, table_grads):
+    table = (point_queries.new_empty(point_queries.shape), keys.new_empty(keys.shape)) if table_grads else \
+        (points.new_empty((0,)), points.new_empty((0,)))
+    return rotation.new_empty(rotation.shape), translation.new_empty(translation.shape), *table
 
 
 def _setup(ctx, inputs, output):
     points, point_queries, keys, occupancy, grid, ids_own, ids_other, rotation, translation, aabb_other, count = inputs
-    for name, x in (("points", points), ("point_queries", point_queries), ("keys", keys), ("occupancy", occupancy),
-                    ("aabb_other", aabb_other)):
+    for name, x in (("points", points), ("occupancy", occupancy), ("aabb_other", aabb_other)):
         if x.requires_grad:
-            raise ValueError(f"{name}: locc_point_cooccupancy differentiates the rotation and translation only; "
-                             f"a table that needs a gradient takes the torch composition (LOCC.predict_indexed)")
+            raise ValueError(f"{name}: locc_point_cooccupancy differentiates the poses (rotation, translation), "
+                             f"point_queries and keys, not {name}")
     ctx.grid, ctx.count = grid, count
+    ctx.table_grads = point_queries.requires_grad or keys.requires_grad
     ctx.save_for_backward(points, point_queries, keys, occupancy, ids_own, ids_other, rotation, translation,
                           aabb_other, output[1])
 
@@ -94,12 +96,15 @@ def _setup(ctx, inputs, output):
 def _backward(ctx, grad_values, grad_arg):
     points, point_queries, keys, occupancy, ids_own, ids_other, rotation, translation, aabb_other, arg = \
         ctx.saved_tensors
-    grad_rotation = grad_translation = None
-    if grad_values is not None:
-        grad_rotation, grad_translation = _ops.locc_point_cooccupancy_backward(
-            points, point_queries, keys, occupancy, ctx.grid, ids_own, ids_other, rotation, translation, aabb_other,
-            ctx.count, arg, grad_values.contiguous())
-    return None, None, None, None, None, None, None, grad_rotation, grad_translation, None, None
+    if grad_values is None:
+        return (None,) * 11
+    grad_rotation, grad_translation, grad_point_queries, grad_keys = _ops.locc_point_cooccupancy_backward(
+        points, point_queries, keys, occupancy, ctx.grid, ids_own, ids_other, rotation, translation, aabb_other,
+        ctx.count, arg, grad_values.contiguous(), ctx.table_grads)
+    if not ctx.table_grads:
+        grad_point_queries = grad_keys = None
+    return (None, grad_point_queries, grad_keys, None, None, None, None, grad_rotation, grad_translation, None,
+            None)
 
 
 torch.library.register_autograd("contactnet::locc_point_cooccupancy", _backward, setup_context=_setup)

@@ -13,8 +13,10 @@
 //  -> values (Q, D): per channel, the max over the read sites of query ⊙ key (0 where no point is
 //     kept), and arg (Q, D) int32: the point it came from (-1 where none is kept)
 //
-// contactnet::locc_point_cooccupancy_backward(the same inputs, Tensor arg, Tensor grad_values)
-//  -> grad_rotation (Q, 3, 3), grad_translation (Q, 3)
+// contactnet::locc_point_cooccupancy_backward(the same inputs, Tensor arg, Tensor grad_values,
+//     bool table_grads)
+//  -> grad_rotation (Q, 3, 3), grad_translation (Q, 3), and with table_grads grad_point_queries
+//     (N, K, D) and grad_keys (N·M³, D) (else empty)
 #pragma once
 
 #include <limits>
@@ -24,6 +26,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros_like.h>
 
 #include "common/checks.h"
 #include "locc_cooccupancy/locc_cooccupancy_kernels.h"
@@ -101,12 +104,14 @@ std::tuple<at::Tensor, at::Tensor> locc_point_cooccupancy_impl(
   return {out, arg};
 }
 
-template <typename Launch>
-std::tuple<at::Tensor, at::Tensor> locc_point_cooccupancy_backward_impl(
+// launch: per query; serial_launch: one query at a time, in order, when the table's gradients are
+// summed (queries share its rows).
+template <typename Launch, typename SerialLaunch>
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> locc_point_cooccupancy_backward_impl(
     const at::Tensor& points, const at::Tensor& point_queries, const at::Tensor& keys, const at::Tensor& occupancy,
     int64_t grid, const at::Tensor& ids_own, const at::Tensor& ids_other, const at::Tensor& rotation,
     const at::Tensor& translation, const at::Tensor& aabb_other, int64_t count, const at::Tensor& arg,
-    const at::Tensor& grad_values, const Launch& launch) {
+    const at::Tensor& grad_values, bool table_grads, const Launch& launch, const SerialLaunch& serial_launch) {
   check_cooccupancy_inputs(points, point_queries, keys, occupancy, grid, ids_own, ids_other, rotation, translation,
                            aabb_other, count);
   const int64_t q = ids_own.size(0), k = points.size(1), d = point_queries.size(2);
@@ -120,16 +125,23 @@ std::tuple<at::Tensor, at::Tensor> locc_point_cooccupancy_backward_impl(
     TORCH_CHECK_VALUE(lo.item<int32_t>() >= -1 && hi.item<int32_t>() < k, "arg: expected point indices in [-1, ",
                       k, ")");
   }
-  at::Tensor grad_rotation = at::empty({q, 3, 3}, points.options()), grad_translation = at::empty({q, 3}, points.options());
+  const auto opt = points.options();
+  at::Tensor grad_rotation = at::empty({q, 3, 3}, opt), grad_translation = at::empty({q, 3}, opt);
+  at::Tensor grad_point_queries = table_grads ? at::zeros_like(point_queries) : at::empty({0}, opt);
+  at::Tensor grad_keys = table_grads ? at::zeros_like(keys) : at::empty({0}, opt);
   AT_DISPATCH_FLOATING_TYPES(points.scalar_type(), "locc_point_cooccupancy_backward", [&] {
-    launch(points, q,
-           LoccPointCooccupancyBackwardFunctor<scalar_t>{
-               cooccupancy_functor<scalar_t>(points, point_queries, keys, occupancy, grid, ids_own, ids_other,
-                                             rotation, translation, aabb_other, count),
-               arg.data_ptr<int32_t>(), grad_values.data_ptr<scalar_t>(), grad_rotation.data_ptr<scalar_t>(),
-               grad_translation.data_ptr<scalar_t>()});
+    const LoccPointCooccupancyBackwardFunctor<scalar_t> f{
+        cooccupancy_functor<scalar_t>(points, point_queries, keys, occupancy, grid, ids_own, ids_other, rotation,
+                                      translation, aabb_other, count),
+        arg.data_ptr<int32_t>(), grad_values.data_ptr<scalar_t>(), grad_rotation.data_ptr<scalar_t>(),
+        grad_translation.data_ptr<scalar_t>(), table_grads ? grad_point_queries.data_ptr<scalar_t>() : nullptr,
+        table_grads ? grad_keys.data_ptr<scalar_t>() : nullptr};
+    if (table_grads)
+      serial_launch(points, q, f);
+    else
+      launch(points, q, f);
   });
-  return {grad_rotation, grad_translation};
+  return {grad_rotation, grad_translation, grad_point_queries, grad_keys};
 }
 
 }  // namespace contactnet

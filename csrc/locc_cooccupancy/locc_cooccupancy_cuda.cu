@@ -15,14 +15,14 @@ std::tuple<at::Tensor, at::Tensor> locc_point_cooccupancy_cuda(
                                      translation, aabb_other, count, CudaLauncher{});
 }
 
-std::tuple<at::Tensor, at::Tensor> locc_point_cooccupancy_backward_cuda(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> locc_point_cooccupancy_backward_cuda(
     const at::Tensor& points, const at::Tensor& point_queries, const at::Tensor& keys, const at::Tensor& occupancy,
     int64_t grid, const at::Tensor& ids_own, const at::Tensor& ids_other, const at::Tensor& rotation,
     const at::Tensor& translation, const at::Tensor& aabb_other, int64_t count, const at::Tensor& arg,
-    const at::Tensor& grad_values) {
+    const at::Tensor& grad_values, bool table_grads) {
   return locc_point_cooccupancy_backward_impl(points, point_queries, keys, occupancy, grid, ids_own, ids_other,
                                               rotation, translation, aabb_other, count, arg, grad_values,
-                                              CudaLauncher{});
+                                              table_grads, CudaLauncher{}, CudaLauncher{});
 }
 
 }  // namespace

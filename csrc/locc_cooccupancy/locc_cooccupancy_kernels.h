@@ -201,9 +201,11 @@ struct LoccPointCooccupancyFunctor {
   }
 };
 
-// The gradient of the term with respect to each query's rotation and translation (the poses'
-// part of it; the table gets none): each channel's max is its argmax point's query ⊙ key, the key
-// trilinear in the point's coordinates c = 2 (R p + t − lo) / extent − 1.
+// The term's gradient: each channel's max is its argmax point's query ⊙ key, the key trilinear in
+// the point's coordinates c = 2 (R p + t − lo) / extent − 1. Per query: d/d R and t; and, where
+// the table needs them (grad_point_queries non-null), d/d the point's query and d/d the key
+// grid's corner rows, added into the table's gradients (serially on the CPU, atomically on a GPU:
+// queries share rows).
 template <typename T>
 struct LoccPointCooccupancyBackwardFunctor {
   LoccPointCooccupancyFunctor<T> fwd;  // its scratch and outputs unused
@@ -211,6 +213,16 @@ struct LoccPointCooccupancyBackwardFunctor {
   const T* grad_out;                   // (Q, D)
   T* grad_rotation;                    // (Q, 3, 3)
   T* grad_translation;                 // (Q, 3)
+  T* grad_point_queries;               // (N, K, D), zeroed, or null: not wanted
+  T* grad_keys;                        // (N·M³, D), zeroed (with grad_point_queries)
+
+  static CN_HD void add(T* p, T v) {
+#if defined(__CUDA_ARCH__)
+    atomicAdd(p, v);
+#else
+    *p += v;
+#endif
+  }
 
   CN_HD void operator()(int64_t q) const {
     T gr[9] = {}, gt[3] = {};
@@ -218,26 +230,32 @@ struct LoccPointCooccupancyBackwardFunctor {
     const T* lo = fwd.aabb_other + 6 * q;
     for (int64_t ch = 0; ch < d; ++ch) {
       const int32_t j = arg[d * q + ch];
-      if (j < 0) continue;
-      const T g = grad_out[d * q + ch] * fwd.point_queries[d * (fwd.ids_own[q] * fwd.k + j) + ch];
+      const T up = grad_out[d * q + ch];
+      if (j < 0 || up == T(0)) continue;
+      const int64_t own_row = fwd.ids_own[q] * fwd.k + j;
+      const T own = fwd.point_queries[d * own_row + ch];
       T c[3];
       fwd.inside(q, j, c);
       int64_t base[3];
       T frac[3];
       if (!sample_corners(c, m, base, frac)) continue;
       const int64_t first = fwd.ids_other[q] * m * m * m;
-      T dkey[3] = {};  // d key / d c, as GridSampleRowsBackwardFunctor forms it
+      T key = T(0), dkey[3] = {};  // the key and d key / d c, as grid_sample_rows forms them
       for (int corner = 0; corner < 8; ++corner) {
         int64_t cell;
         T w[3];
         if (!sample_corner(corner, m, base, frac, cell, w)) continue;
         const T row = fwd.keys[d * (first + cell) + ch];
+        key += w[0] * w[1] * w[2] * row;
         for (int a = 0; a < 3; ++a) {
           const int bit = (corner >> (2 - a)) & 1;
           dkey[a] += (bit ? T(1) : T(-1)) * w[(a + 1) % 3] * w[(a + 2) % 3] * row * T(m) / T(2);
         }
+        if (grad_point_queries) add(grad_keys + d * (first + cell) + ch, up * own * (w[0] * w[1] * w[2]));
       }
-      const T* p = fwd.points + 3 * (fwd.ids_own[q] * fwd.k + j);
+      if (grad_point_queries) add(grad_point_queries + d * own_row + ch, up * key);
+      const T g = up * own;
+      const T* p = fwd.points + 3 * own_row;
       for (int a = 0; a < 3; ++a) {
         T extent = lo[3 + a] - lo[a];
         extent = extent > T(1e-6) ? extent : T(1e-6);

@@ -515,11 +515,12 @@ def test_frame_tables_on_cuda_take_frame_quaternions_as_made():
 
 
 @pytest.mark.parametrize("cls", [LOCC, LOCC_CROSS, LOCC_POINTS, LOCC_CONTAINED])
-def test_indexed_inference_takes_the_fused_kernels_with_the_same_logits(cls, monkeypatch):
-    """Where the weights and the table need no gradient (no_grad, or a frozen net, its poses
-    needing one or not) predict_indexed reads the crop (`locc_crop_pool`) and the surface-point
-    term (`locc_point_cooccupancy`) by the fused kernels; where they do, by the torch composition.
-    The same logits and pose gradients either way, and in slices that do not divide the batch."""
+def test_fused_kernels_give_the_torch_compositions_logits_and_gradients(cls, monkeypatch):
+    """The surface-point term runs fused (`locc_point_cooccupancy`) on every path, training's
+    grouped `predict` and the indexed one, with the weights' gradients (training), the poses'
+    (a frozen net's learned cost) or none; the indexed crop reads the kept cells' rows
+    (`locc_crop_pool`) where the weights need no gradient. Logits and gradients equal those of
+    the torch composition (forced here), also in slices that do not divide the batch."""
     import contactnet.models.collision_nets as nets
     import contactnet.models.geometry as geometry
 
@@ -536,27 +537,40 @@ def test_indexed_inference_takes_the_fused_kernels_with_the_same_logits(cls, mon
     monkeypatch.setattr(nets, "FUSED_CHUNK", 7)
     net = _small_net(cls).double()
     points, normals = (x.double() for x in _clouds(5, k=60))
-    table = net.encode(points, normals)
     g = torch.Generator().manual_seed(5)
     ids_a, ids_b = torch.randint(5, (40,), generator=g), torch.randint(5, (40,), generator=g)
     pa, pb = _poses((40,), 10, 0.03, torch.float64), _poses((40,), 11, 0.03, torch.float64)
-    pa_grad = pa.clone().requires_grad_(True)
-    torch_path = net.predict_indexed(table, ids_a, ids_b, pa_grad, pb)  # the weights need gradients
-    (torch_grad,) = torch.autograd.grad(torch_path.sum(), pa_grad)
-    assert calls == {"pool": 0, "points": 0}
+    params = list(net.parameters())
+    fused_points = nets.LOCC.__dict__["_fused_points"]
+
+    def run(fused: bool, indexed: bool, frozen: bool = False):
+        """Logits and the gradients of their sum (poses, weights) on one path."""
+        monkeypatch.setattr(nets.LOCC, "_fused_points", fused_points if fused else staticmethod(lambda *a: False))
+        net.requires_grad_(not frozen)
+        table = net.encode(points, normals)
+        x = pa.clone().requires_grad_(True)
+        if indexed:
+            logits = net.predict_indexed(table, ids_a, ids_b, x, pb)
+        else:
+            logits = net.predict(_rows(table, ids_a), _rows(table, ids_b), x, pb)
+        wrt = [x] + ([] if frozen else params)
+        return logits.detach(), torch.autograd.grad(logits.sum(), wrt, allow_unused=True)
+
     points_term = cls in (LOCC_POINTS, LOCC_CONTAINED)
-    per_call = {"pool": 0 if cls is LOCC_CROSS else 2,  # the cells' term reads the masks
-                "points": 2 * 6 if points_term else 0}  # 40 queries in slices of 7, both sides
+    for indexed in (False, True):
+        for frozen in (False, True):
+            want = run(False, indexed, frozen)
+            before = dict(calls)
+            got = run(True, indexed, frozen)
+            # 40 queries in slices of 7, both sides
+            assert calls["points"] - before["points"] == (2 * 6 if points_term else 0)
+            torch.testing.assert_close(got[0], want[0])
+            for a, b in zip(got[1], want[1]):
+                assert (a is None) == (b is None)
+                if a is not None:
+                    torch.testing.assert_close(a, b)
+    calls.update(pool=0)
     with torch.no_grad():
-        fused = net.predict_indexed(table, ids_a, ids_b, pa, pb)
-    assert calls == per_call
-    torch.testing.assert_close(fused, torch_path.detach())
-    # A frozen net (the checker's): poses that need a gradient get it from the fused kernels too.
-    net.requires_grad_(False)
-    table = net.encode(points, normals)
-    logits = net.predict_indexed(table, ids_a, ids_b, pa_grad, pb)
-    (grad,) = torch.autograd.grad(logits.sum(), pa_grad)
-    assert calls == {k: 2 * v for k, v in per_call.items()}
-    torch.testing.assert_close(logits.detach(), torch_path.detach())
-    torch.testing.assert_close(grad, torch_grad)
-    assert grad.abs().sum() > 0
+        table = net.encode(points, normals)
+        net.predict_indexed(table, ids_a, ids_b, pa, pb)
+    assert calls["pool"] == (0 if cls is LOCC_CROSS else 2)  # the cells' term reads the masks

@@ -129,10 +129,29 @@ def test_pose_gradients(count):
     assert got[0].abs().sum() > 0 and got[1].abs().sum() > 0
 
 
-def test_a_table_that_needs_a_gradient_is_refused():
+@pytest.mark.parametrize("count", [3, 1000])
+def test_table_gradients(count):
+    """d/d point_queries and keys (training's): gradcheck, and equal to the reference's autograd,
+    with the poses' gradients alongside."""
+    args = list(_inputs(30, 4, torch.float64, n=3, k=20, d=3, grid=3))
+    inputs = [args[i].clone().requires_grad_(True) for i in (1, 2, 7, 8)]
+
+    def call(op, pq, keys, r, t):
+        return op(args[0], pq, keys, *args[3:7], r, t, args[9], count)
+
+    torch.autograd.gradcheck(lambda *x: call(locc_point_cooccupancy, *x), inputs, eps=1e-7, atol=1e-6)
+    upstream = torch.randn(30, 3, dtype=torch.float64)
+    got = torch.autograd.grad((call(locc_point_cooccupancy, *inputs) * upstream).sum(), inputs)
+    want = torch.autograd.grad((call(reference, *inputs) * upstream).sum(), inputs)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-12)
+    assert all(g.abs().sum() > 0 for g in got)
+
+
+def test_points_occupancy_or_boxes_that_need_a_gradient_are_refused():
     args = list(_inputs(6, 0, torch.float64))
-    args[2] = args[2].clone().requires_grad_(True)
-    with pytest.raises(ValueError, match="keys: locc_point_cooccupancy differentiates the rotation and translation"):
+    args[0] = args[0].clone().requires_grad_(True)
+    with pytest.raises(ValueError, match="points: locc_point_cooccupancy differentiates the poses"):
         locc_point_cooccupancy(*args, 4)
 
 
