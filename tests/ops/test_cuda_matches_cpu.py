@@ -587,10 +587,11 @@ def test_locc_point_cooccupancy(dtype):
     for count in (1, 7, 1000):  # the rank cut at every query, at some, at none
         grads = []
         for inputs, up in ((args, upstream), (dev, upstream.to(DEVICE))):
-            r, t = (inputs[i].clone().requires_grad_(True) for i in (7, 8))
-            values = locc_point_cooccupancy(*inputs[:7], r, t, inputs[9], count)
-            grads.append((values.detach(), *torch.autograd.grad((values * up).sum(), (r, t))))
-        for name, want, got in zip(("values", "d rotation", "d translation"), *grads):
+            pq, keys, r, t = (inputs[i].clone().requires_grad_(True) for i in (1, 2, 7, 8))
+            values = locc_point_cooccupancy(inputs[0], pq, keys, *inputs[3:7], r, t, inputs[9], count)
+            grads.append((values.detach(), *torch.autograd.grad((values * up).sum(), (r, t, pq, keys))))
+        names = ("values", "d rotation", "d translation", "d point_queries", "d keys")
+        for name, want, got in zip(names, *grads):
             close(want, got, rtol=tol, atol=tol, name=f"{name}, count {count}")
 
 
