@@ -145,12 +145,33 @@ struct LoccPointCooccupancyFunctor {
       o[ch] = lowest;
       a[ch] = -1;
     }
-    // The kept points' indices, in order.
+    // The kept points' indices, in order. Most points lie far outside the box: a box grown by
+    // inside()'s slack, with the query's constants hoisted, turns them away without a branch per
+    // axis; the rest take the exact test.
     int32_t* st = site + q * k;
+    const T* r = rotation + 9 * q;
+    const T* t = translation + 3 * q;
+    const T* lo = aabb_other + 6 * q;
+    T near_lo[3], near_hi[3];
+    for (int a = 0; a < 3; ++a) {
+      T extent = lo[3 + a] - lo[a];
+      extent = extent > T(1e-6) ? extent : T(1e-6);
+      const T hi = lo[a] + extent, slack = T(1e-3) * extent + T(1e-6) * (fabs(lo[a]) + fabs(hi));
+      near_lo[a] = lo[a] - slack;
+      near_hi[a] = hi + slack;
+    }
+    const T* pts = points + 3 * ids_own[q] * k;
     T c[3];
     int64_t kept = 0;
-    for (int64_t j = 0; j < k; ++j)
-      if (inside(q, j, c)) st[kept++] = static_cast<int32_t>(j);
+    for (int64_t j = 0; j < k; ++j) {
+      const T* p = pts + 3 * j;
+      bool near = true;
+      for (int a = 0; a < 3; ++a) {
+        const T local = r[3 * a] * p[0] + r[3 * a + 1] * p[1] + r[3 * a + 2] * p[2] + t[a];  // as inside()
+        near &= (local >= near_lo[a]) & (local <= near_hi[a]);
+      }
+      if (near && inside(q, j, c)) st[kept++] = static_cast<int32_t>(j);
+    }
     if (kept <= count) {  // every kept point is read
       for (int64_t i = 0; i < kept; ++i) {
         inside(q, st[i], c);
