@@ -329,11 +329,11 @@ class LOCC(CollisionNet):
         `project_table(table)`, computed here when not given; pass it when sending many batches
         against one table, since computing it costs a pass over the whole table.
 
-        Where the weights and the table need no gradient (under `torch.no_grad()`, or a frozen net
-        such as the checker's, with or without poses that need one), the crop, the surface-point
-        term and the containment test run as fused kernels that read only what a query keeps
-        (`locc_crop_pool`, `locc_point_cooccupancy`, `dipoles_enclose`); otherwise the torch
-        composition, with its gradients. Same logits, and pose gradients, up to rounding."""
+        The surface-point term runs fused (`locc_point_cooccupancy`, with its gradients); where the
+        weights need no gradient (`torch.no_grad()`, or a frozen net such as the checker's, its
+        poses needing one or not) the crop is pooled from the kept cells' rows (`locc_crop_pool`),
+        else by an embedding bag; the containment test stops at a query's first probe outside
+        (`dipoles_enclose`). Same logits and gradients as the torch composition, up to rounding."""
         m = self.encoder.grid
         cells = m**3
         if projection is None:
