@@ -344,9 +344,11 @@ class LOCC(CollisionNet):
         if ("cells" not in self._kinds and rows.dtype == crop_dtype
                 and not (torch.is_grad_enabled() and rows.requires_grad)):
             # Each query reads only its kept cells' rows (`locc_crop_pool`); the cell masks are
-            # not formed (no co-occupancy term reads them).
-            crop_a, where_a, frac_a = local_crop(box_a, m, pose_a, pose_b, box_b, pool=(rows, ids_a))
-            crop_b, where_b, frac_b = local_crop(box_b, m, pose_b, pose_a, box_a, pool=(rows, ids_b))
+            # not formed (no co-occupancy term reads them). The ids have indexed the boxes: no
+            # second check (a host sync on a GPU).
+            with trusted_indices():
+                crop_a, where_a, frac_a = local_crop(box_a, m, pose_a, pose_b, box_b, pool=(rows, ids_a))
+                crop_b, where_b, frac_b = local_crop(box_b, m, pose_b, pose_a, box_a, pool=(rows, ids_b))
             keep_a = keep_b = None
         else:
             # Masked mean pooling as an embedding bag over the table's cells: (N·C, F) rows, each
