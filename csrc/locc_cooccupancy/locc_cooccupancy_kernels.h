@@ -52,25 +52,27 @@ struct LoccPointCooccupancyFunctor {
   T* out;                  // (Q, D)
   int32_t* arg;            // (Q, D) the point each channel's max came from (-1: none kept)
 
+  // The other box's extent along axis a, clamped as contactnet.models.geometry.point_coordinates
+  // clamps it.
+  CN_HD T extent(int64_t q, int a) const {
+    const T e = aabb_other[6 * q + 3 + a] - aabb_other[6 * q + a];
+    return e > T(1e-6) ? e : T(1e-6);
+  }
+
+  // Coordinate a of own point p in the other's frame: R p + t.
+  CN_HD T local(int64_t q, const T* p, int a) const {
+    const T* r = rotation + 9 * q + 3 * a;
+    return r[0] * p[0] + r[1] * p[1] + r[2] * p[2] + translation[3 * q + a];
+  }
+
   // Point j of the query's own object in the other box's units ([-1, 1] across it), as
-  // contactnet.models.geometry.point_coordinates computes it; whether it lies inside the box.
+  // point_coordinates computes it; whether it lies inside the box (NaN: outside).
   CN_HD bool inside(int64_t q, int64_t j, T c[3]) const {
     const T* p = points + 3 * (ids_own[q] * k + j);
-    const T* r = rotation + 9 * q;
     const T* lo = aabb_other + 6 * q;
-    T local[3], extent[3];
-    for (int a = 0; a < 3; ++a) {
-      local[a] = r[3 * a] * p[0] + r[3 * a + 1] * p[1] + r[3 * a + 2] * p[2] + translation[3 * q + a];
-      extent[a] = lo[3 + a] - lo[a];
-      extent[a] = extent[a] > T(1e-6) ? extent[a] : T(1e-6);  // as point_coordinates clamps it
-      // Most points lie well outside the box: they are told so without the division (the margin,
-      // a thousandth of the box and a millionth of the coordinates, is far above rounding).
-      const T hi = lo[a] + extent[a], slack = T(1e-3) * extent[a] + T(1e-6) * (fabs(lo[a]) + fabs(hi));
-      if (!(local[a] >= lo[a] - slack && local[a] <= hi + slack)) return false;  // NaN: outside
-    }
     bool in = true;
     for (int a = 0; a < 3; ++a) {
-      c[a] = T(2) * (local[a] - lo[a]) / extent[a] - T(1);
+      c[a] = T(2) * (local(q, p, a) - lo[a]) / extent(q, a) - T(1);
       in = in && (c[a] <= T(1) && c[a] >= T(-1));
     }
     return in;
@@ -145,18 +147,14 @@ struct LoccPointCooccupancyFunctor {
       o[ch] = lowest;
       a[ch] = -1;
     }
-    // The kept points' indices, in order. Most points lie far outside the box: a box grown by
-    // inside()'s slack, with the query's constants hoisted, turns them away without a branch per
-    // axis; the rest take the exact test.
+    // The kept points' indices, in order. Most points lie far outside the box: the box grown by
+    // a margin far above rounding (a thousandth of it and a millionth of its coordinates) turns
+    // them away without the division; the rest take the exact test.
     int32_t* st = site + q * k;
-    const T* r = rotation + 9 * q;
-    const T* t = translation + 3 * q;
     const T* lo = aabb_other + 6 * q;
     T near_lo[3], near_hi[3];
     for (int a = 0; a < 3; ++a) {
-      T extent = lo[3 + a] - lo[a];
-      extent = extent > T(1e-6) ? extent : T(1e-6);
-      const T hi = lo[a] + extent, slack = T(1e-3) * extent + T(1e-6) * (fabs(lo[a]) + fabs(hi));
+      const T e = extent(q, a), hi = lo[a] + e, slack = T(1e-3) * e + T(1e-6) * (fabs(lo[a]) + fabs(hi));
       near_lo[a] = lo[a] - slack;
       near_hi[a] = hi + slack;
     }
@@ -164,11 +162,10 @@ struct LoccPointCooccupancyFunctor {
     T c[3];
     int64_t kept = 0;
     for (int64_t j = 0; j < k; ++j) {
-      const T* p = pts + 3 * j;
       bool near = true;
       for (int a = 0; a < 3; ++a) {
-        const T local = r[3 * a] * p[0] + r[3 * a + 1] * p[1] + r[3 * a + 2] * p[2] + t[a];  // as inside()
-        near &= (local >= near_lo[a]) & (local <= near_hi[a]);
+        const T x = local(q, pts + 3 * j, a);
+        near &= (x >= near_lo[a]) & (x <= near_hi[a]);  // NaN: not near
       }
       if (near && inside(q, j, c)) st[kept++] = static_cast<int32_t>(j);
     }
@@ -248,7 +245,6 @@ struct LoccPointCooccupancyBackwardFunctor {
   CN_HD void operator()(int64_t q) const {
     T gr[9] = {}, gt[3] = {};
     const int64_t d = fwd.d, m = fwd.m;
-    const T* lo = fwd.aabb_other + 6 * q;
     for (int64_t ch = 0; ch < d; ++ch) {
       const int32_t j = arg[d * q + ch];
       const T up = grad_out[d * q + ch];
@@ -278,9 +274,7 @@ struct LoccPointCooccupancyBackwardFunctor {
       const T g = up * own;
       const T* p = fwd.points + 3 * own_row;
       for (int a = 0; a < 3; ++a) {
-        T extent = lo[3 + a] - lo[a];
-        extent = extent > T(1e-6) ? extent : T(1e-6);
-        const T gl = g * dkey[a] * T(2) / extent;  // d / d local[a]
+        const T gl = g * dkey[a] * T(2) / fwd.extent(q, a);  // d / d local[a]
         gt[a] += gl;
         for (int b = 0; b < 3; ++b) gr[3 * a + b] += gl * p[b];
       }
