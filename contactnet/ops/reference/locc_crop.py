@@ -22,3 +22,13 @@ def locc_crop(aabb: torch.Tensor, rotation: torch.Tensor, offset: torch.Tensor, 
                             (weights.sum((1, 3)) * axis[:, 1]).sum(-1),
                             (weights.sum((1, 2)) * axis[:, 2]).sum(-1)], -1)
     return weights.flatten(1), mean_own, count
+
+
+def locc_crop_pool(aabb: torch.Tensor, rotation: torch.Tensor, offset: torch.Tensor, reach: torch.Tensor, grid: int,
+                   rows: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(pooled (Q, F), mean_own (Q, 3), count (Q,)): the crop's weights applied to each query's
+    rows of the table (N·M³, F), as an embedding bag."""
+    weights, mean_own, count = locc_crop(aabb, rotation, offset, reach, grid)
+    cells = grid**3
+    offsets = ids[:, None] * cells + torch.arange(cells, device=ids.device)
+    return torch.nn.functional.embedding_bag(offsets, rows, per_sample_weights=weights, mode="sum"), mean_own, count
