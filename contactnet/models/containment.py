@@ -21,7 +21,6 @@ from contactnet.ops.dipole_winding import dipoles_enclose
 PROBES = 16  # of the other object's dipole points (a random spread over its surface)
 INSIDE = 0.5  # a probe is inside from this winding number on (DESIGN: inside when >= 0.5)
 CONTAINED_LOGIT = 8.0  # the least logit of a contained pair (probability 0.9997)
-CHUNK = 2048  # queries per slice of an indexed test: bounds its (Q, PROBES, S) temporaries
 
 
 def inside(dipoles_own: torch.Tensor, dipoles_other: torch.Tensor, pose_own: torch.Tensor,
@@ -48,15 +47,12 @@ def contained(dipoles_a: torch.Tensor, dipoles_b: torch.Tensor, pose_a: torch.Te
 def contained_indexed(dipoles: torch.Tensor, ids_a: torch.Tensor, ids_b: torch.Tensor, pose_a: torch.Tensor,
                       pose_b: torch.Tensor) -> torch.Tensor:
     """(Q,) bool: `contained` for queries against a table's (N, S, 7) dipoles, by the fused test
-    (`dipoles_enclose`: a query stops at its first probe outside); poses of another dtype than the
-    table's take the torch composition in slices of CHUNK queries."""
-    if pose_a.dtype == dipoles.dtype == pose_b.dtype:
-        with trusted_indices():  # the ids have already indexed the table
-            return (dipoles_enclose(dipoles, ids_a, probes(dipoles[ids_b], pose_a, pose_b).contiguous(), INSIDE)
-                    | dipoles_enclose(dipoles, ids_b, probes(dipoles[ids_a], pose_b, pose_a).contiguous(), INSIDE))
-    parts = [contained(dipoles[ids_a[s]], dipoles[ids_b[s]], pose_a[s], pose_b[s])
-             for s in (slice(i, i + CHUNK) for i in range(0, max(len(ids_a), 1), CHUNK))]
-    return torch.cat(parts)
+    (`dipoles_enclose`: a query stops at its first probe outside). Poses of another float dtype
+    are cast to the table's (the answer is a boolean)."""
+    pose_a, pose_b = pose_a.to(dipoles.dtype), pose_b.to(dipoles.dtype)
+    with trusted_indices():  # the ids have already indexed the table
+        return (dipoles_enclose(dipoles, ids_a, probes(dipoles[ids_b], pose_a, pose_b).contiguous(), INSIDE)
+                | dipoles_enclose(dipoles, ids_b, probes(dipoles[ids_a], pose_b, pose_a).contiguous(), INSIDE))
 
 
 def lift(logits: torch.Tensor, contained: torch.Tensor | None) -> torch.Tensor:

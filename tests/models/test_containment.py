@@ -88,7 +88,8 @@ def test_it_flags_only_pairs_that_collide():
     configurations), every pair the test calls contained collides by the exact kernel, and it
     finds most of the pairs the exact kernel finds contained with the surfaces apart (32 of 41:
     the rest lie within a dipole spacing of a wall, where the winding number is smoothed). The
-    indexed (fused) test answers as the torch one, in float64 and float32."""
+    indexed (fused) test answers as the torch one, in float64 and float32, and casts poses of
+    another dtype to the table's."""
     shapes = [make_object(f, 2) for f in ("star_prism", "random_union", "egad_like", "ring", "mug")]
     shapes += [(v * 0.25, f) for v, f in shapes]
     lib = MeshLibrary([Mesh(v, f) for v, f in shapes], dtype=torch.float64)
@@ -102,6 +103,9 @@ def test_it_flags_only_pairs_that_collide():
     # The indexed test (the fused kernel, each query stopping at its first probe outside) agrees.
     assert torch.equal(contained_indexed(dipoles, ids_a, ids_b, pa, pb), flagged)
     assert torch.equal(contained_indexed(dipoles.float(), ids_a, ids_b, pa.float(), pb.float()),
+                       contained(dipoles[ids_a].float(), dipoles[ids_b].float(), pa.float(), pb.float()))
+    # float64 poses against a float32 table: cast to the table's dtype.
+    assert torch.equal(contained_indexed(dipoles.float(), ids_a, ids_b, pa, pb),
                        contained(dipoles[ids_a].float(), dipoles[ids_b].float(), pa.float(), pb.float()))
     collide = mesh_collide(lib, ids_a, ids_b, pa, pb)
     assert flagged.sum() > 20 and collide[flagged].all()
