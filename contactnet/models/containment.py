@@ -50,9 +50,10 @@ def contained_indexed(dipoles: torch.Tensor, ids_a: torch.Tensor, ids_b: torch.T
     (`dipoles_enclose`: a query stops at its first probe outside). Poses of another float dtype
     are cast to the table's (the answer is a boolean)."""
     pose_a, pose_b = pose_a.to(dipoles.dtype), pose_b.to(dipoles.dtype)
+    heads = dipoles[:, :PROBES]  # only the probes are gathered per query
     with trusted_indices():  # the ids have already indexed the table
-        return (dipoles_enclose(dipoles, ids_a, probes(dipoles[ids_b], pose_a, pose_b).contiguous(), INSIDE)
-                | dipoles_enclose(dipoles, ids_b, probes(dipoles[ids_a], pose_b, pose_a).contiguous(), INSIDE))
+        return (dipoles_enclose(dipoles, ids_a, probes(heads[ids_b], pose_a, pose_b).contiguous(), INSIDE)
+                | dipoles_enclose(dipoles, ids_b, probes(heads[ids_a], pose_b, pose_a).contiguous(), INSIDE))
 
 
 def lift(logits: torch.Tensor, contained: torch.Tensor | None) -> torch.Tensor:

@@ -86,7 +86,7 @@ def local_crop(aabb: torch.Tensor, grid: int, pose: torch.Tensor, pose_other: to
     mean_local = (torch.einsum("...ij,...j->...i", rotation, crop.mean_own.view(*shape, 3))
                   + offset * (count > 0).to(dtype))
     where = 2 * mean_local / (other_hi - other_lo).clamp_min(1e-6)
-    first = crop.weights.view(*shape, grid**3) if pool is None else crop.weights
+    first = crop.weights.view(*shape, grid**3) if pool is None else crop.pooled
     return first, where, count / grid**3
 
 

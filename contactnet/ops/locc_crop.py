@@ -22,9 +22,15 @@ MAX_GRID = 16  # csrc/locc_crop/locc_crop_kernels.h: kCropMaxGrid
 
 
 class Crop(NamedTuple):
-    weights: torch.Tensor  # (Q, M³) 1 / count on kept cells (x-major order), else 0; pooled: (Q, F) mean row
+    weights: torch.Tensor  # (Q, M³) 1 / count on kept cells (x-major order), else 0
     mean_own: torch.Tensor  # (Q, 3) mean kept-cell centre in the own frame; 0 when none is kept
     count: torch.Tensor  # (Q,) number of kept cells, as the input dtype
+
+
+class PooledCrop(NamedTuple):
+    pooled: torch.Tensor  # (Q, F) the kept cells' mean row; 0 when none is kept
+    mean_own: torch.Tensor  # (Q, 3) as Crop's
+    count: torch.Tensor  # (Q,) as Crop's
 
 
 def locc_crop(aabb: torch.Tensor, rotation: torch.Tensor, offset: torch.Tensor, reach: torch.Tensor,
@@ -38,11 +44,11 @@ def locc_crop(aabb: torch.Tensor, rotation: torch.Tensor, offset: torch.Tensor, 
 
 
 def locc_crop_pool(aabb: torch.Tensor, rotation: torch.Tensor, offset: torch.Tensor, reach: torch.Tensor,
-                   grid: int, rows: torch.Tensor, ids) -> Crop:
-    """`locc_crop` pooled: `Crop` with, in place of the weights, the kept cells' mean row (Q, F) of
-    each query's embedding in a table stored as rows (N·M³, F) (embedding n's cell c at row
-    n·M³ + c; ids (Q,) integer in [0, N)): an embedding bag over the weights, which reads only the
-    kept cells. No gradient (the caller pools with the weights where the rows need one)."""
+                   grid: int, rows: torch.Tensor, ids) -> PooledCrop:
+    """`locc_crop` pooled: in place of the weights, the kept cells' mean row (Q, F) of each query's
+    embedding in a table stored as rows (N·M³, F) (embedding n's cell c at row n·M³ + c; ids (Q,)
+    integer in [0, N)): an embedding bag over the weights, which reads only the kept cells. No
+    gradient (the caller pools with the weights where the rows need one)."""
     _check_crop(aabb, rotation, offset, reach, grid)
     check_float_tensor(rows, "rows", (None, None))
     n = rows.shape[0] // grid**3
@@ -54,7 +60,7 @@ def locc_crop_pool(aabb: torch.Tensor, rotation: torch.Tensor, offset: torch.Ten
     ids = as_index_tensor(ids, "ids", (aabb.shape[0],), aabb.device)
     if values_checked_here(ids):
         check_index_values(ids, "ids", n)
-    return Crop(*_ops.locc_crop_pool(aabb, rotation, offset, reach, grid, rows, ids))
+    return PooledCrop(*_ops.locc_crop_pool(aabb, rotation, offset, reach, grid, rows, ids))
 
 
 def _check_crop(aabb, rotation, offset, reach, grid) -> None:

@@ -1,6 +1,8 @@
 // One marker for math that must run on both devices: host+device under nvcc, plain inline under g++.
 #pragma once
 
+#include <type_traits>
+
 #if defined(__CUDACC__)
 #define CN_HD __host__ __device__ __forceinline__
 #else
@@ -14,6 +16,14 @@
 #else
 #define CN_PREFETCH(p) __builtin_prefetch(p)
 #endif
+
+// Declares `trait<L>`, true where type L declares the static member `member` (a launcher's
+// opt-in flag such as kSumsOnHost), false otherwise.
+#define CN_LAUNCHER_FLAG_TRAIT(trait, member)             \
+  template <typename L, typename = void>                 \
+  struct trait : std::false_type {};                     \
+  template <typename L>                                  \
+  struct trait<L, std::void_t<decltype(L::member)>> : std::true_type {}
 
 namespace contactnet {
 

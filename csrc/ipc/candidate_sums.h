@@ -24,10 +24,7 @@ namespace contactnet {
 // Whether launchers L sum the candidates' terms on the host: per-candidate arrays evaluated in
 // parallel, then sums in candidate order that share the threads by environment or body (a CPU's
 // launchers say so with kSumsOnHost). Otherwise the functors below (the device form).
-template <typename L, typename = void>
-struct launcher_sums_on_host : std::false_type {};
-template <typename L>
-struct launcher_sums_on_host<L, std::void_t<decltype(L::kSumsOnHost)>> : std::true_type {};
+CN_LAUNCHER_FLAG_TRAIT(launcher_sums_on_host, kSumsOnHost);
 
 // The rows of a face–vertex list (nfv rows) then an edge–edge list (nee) that may be in use:
 // those before extents[0] and extents[1] (device values, clamped to the lists), as candidate

@@ -58,6 +58,7 @@
 #include <ATen/ops/full.h>
 
 #include "common/checks.h"
+#include "common/macros.h"
 #include "ipc/ipc_kernels.h"
 
 namespace contactnet {
@@ -108,10 +109,7 @@ inline void check_candidates(const at::Tensor& vertices, const at::Tensor& faces
 }
 
 // Whether a launcher offers hessian_by_feature(functor, n) (see ipc_barrier_potential_impl).
-template <typename L, typename = void>
-struct launcher_shares_features : std::false_type {};
-template <typename L>
-struct launcher_shares_features<L, std::void_t<decltype(L::kSharesFeatures)>> : std::true_type {};
+CN_LAUNCHER_FLAG_TRAIT(launcher_shares_features, kSharesFeatures);
 
 // ---- distances ------------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@
 #include <ATen/ops/zeros.h>
 
 #include "common/checks.h"
+#include "common/macros.h"
 #include "ipc/ipc.h"
 #include "ipc/ipc_body_broad_phase.h"
 
@@ -184,10 +185,7 @@ struct BodyPartFunctor {
 
 // Whether a launcher keeps each part's pairs from the counting pass and copies them to their rows
 // (a host launcher: one traversal) instead of traversing again to write them (a device's).
-template <typename L, typename = void>
-struct launcher_records_pairs : std::false_type {};
-template <typename L>
-struct launcher_records_pairs<L, std::void_t<decltype(L::kRecordsPairs)>> : std::true_type {};
+CN_LAUNCHER_FLAG_TRAIT(launcher_records_pairs, kRecordsPairs);
 
 // A host sink: the pairs appended to a vector (also the CPU grid launcher's, ipc_cpu.cpp).
 struct HostPairs {

@@ -44,6 +44,7 @@
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 
+#include "common/macros.h"
 #include "ipc/ipc.h"
 #include "ipc/ipc_broad_phase.h"
 
@@ -51,10 +52,7 @@ namespace contactnet {
 
 // Whether a launcher offers collect_pairs(functor, items, options) -> (total, 2) int64: the pairs
 // that functor.visit(i, sink) reports for i in [0, items), in item order.
-template <typename L, typename = void>
-struct launcher_collects_pairs : std::false_type {};
-template <typename L>
-struct launcher_collects_pairs<L, std::void_t<decltype(L::kCollectsPairs)>> : std::true_type {};
+CN_LAUNCHER_FLAG_TRAIT(launcher_collects_pairs, kCollectsPairs);
 
 // Boxes (n, 6) [lo, hi] of every vertex, face and edge, grown by `inflate`; with p1 (the
 // positions at t1) each box also covers the primitive's straight-line sweep from t0.

@@ -124,11 +124,7 @@ struct LoccPointCooccupancyFunctor {
       for (int s = 0; s < corners; ++s) {
         const T* row = rows[s] + c0;
         const T w = weights[s];
-        if (nb == kBlock) {
-          for (int64_t i = 0; i < kBlock; ++i) key[i] += w * row[i];
-        } else {
-          for (int64_t i = 0; i < nb; ++i) key[i] += w * row[i];
-        }
+        for (int64_t i = 0; i < nb; ++i) key[i] += w * row[i];
       }
       for (int64_t i = 0; i < nb; ++i) {
         const T v = own[c0 + i] * key[i];

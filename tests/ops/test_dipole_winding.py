@@ -58,13 +58,13 @@ def test_no_probes_and_no_queries():
 def test_bad_input_is_a_clear_error():
     dipoles = _table(torch.float32)
     probes = torch.zeros(2, 4, 3)
-    with pytest.raises(ValueError, match=r"dipoles: expected shape \(\?, \?, 7\)|dipoles: expected shape"):
+    with pytest.raises(ValueError, match=r"dipoles: expected shape \(N, N, 7\)"):
         dipoles_enclose(dipoles[..., :6].contiguous(), torch.tensor([0, 1]), probes)
     with pytest.raises(ValueError, match=r"ids: indices must lie in \[0, 3\)"):
         dipoles_enclose(dipoles, torch.tensor([0, 3]), probes)
     with pytest.raises(TypeError, match="probes has dtype torch.float64"):
         dipoles_enclose(dipoles, torch.tensor([0, 1]), probes.double())
-    with pytest.raises(ValueError, match=r"probes: expected shape \(2, \?, 3\)|probes: expected shape"):
+    with pytest.raises(ValueError, match=r"probes: expected shape \(2, N, 3\)"):
         dipoles_enclose(dipoles, torch.tensor([0, 1]), probes[:1])
 
 

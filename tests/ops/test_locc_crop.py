@@ -119,9 +119,9 @@ def test_pool_is_the_embedding_bag_of_the_weights(dtype, grid):
     bag, _, _ = locc_crop_pool_reference(*args, grid, rows, ids)
     got = locc_crop_pool(*args, grid, rows, ids)
     tol = 1e-12 if dtype == torch.float64 else 1e-6
-    torch.testing.assert_close(got.weights, bag, rtol=tol, atol=tol)
+    torch.testing.assert_close(got.pooled, bag, rtol=tol, atol=tol)
     assert torch.equal(got.count, crop.count) and torch.equal(got.mean_own, crop.mean_own)
-    assert (got.weights[:3] == 0).all() and (got.count > 0).any()
+    assert (got.pooled[:3] == 0).all() and (got.count > 0).any()
 
 
 def test_pool_bad_input_is_a_clear_error():
