@@ -26,7 +26,7 @@ from contactnet.models.geometry import (
     point_coordinates,
     relative_pose_features,
 )
-from contactnet.ops._checks import trusted_indices
+from contactnet.ops._checks import as_float_tensor, mesh_ids, trusted_indices
 from contactnet.ops.grid_sample_rows import grid_sample_rows
 from contactnet.ops.locc_cooccupancy import locc_point_cooccupancy
 
@@ -83,6 +83,10 @@ def _dipoles(emb: ShapeEmbedding, arg: str) -> torch.Tensor:
     return emb.dipoles
 
 
+def _poses(poses, name: str, like: torch.Tensor) -> torch.Tensor:
+    return as_float_tensor(poses, name, 7, "[x, y, z, qw, qx, qy, qz]", like.dtype, like.device)
+
+
 def _masked_max(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     """Max over the cell axis (-2) of values (..., C, D) where keep (..., C) holds; 0 if none does."""
     lowest = torch.finfo(values.dtype).min
@@ -112,8 +116,38 @@ class CollisionNet(nn.Module):
             return None
         return containment.contained_indexed(_dipoles(table, "table"), ids_a, ids_b, pose_a, pose_b)
 
-    def encode(self, points: torch.Tensor, normals: torch.Tensor, aabb: torch.Tensor | None = None) -> ShapeEmbedding:
-        return self.encoder(points, normals, aabb)
+    def encode(self, points, normals, aabb=None) -> ShapeEmbedding:
+        """The embedding of B objects' clouds, points and normals (B, K, 3) in each object's frame
+        [+ aabb (B, 2, 3), the box the grid spans; default the cloud's]; one object's (K, 3) gives an
+        unbatched embedding, which `predict` broadcasts against any batch of poses. numpy arrays and
+        float64 are taken, cast once to the net's dtype."""
+        param = next(self.parameters())
+        points = as_float_tensor(points, "points", 3, "object-frame points", param.dtype, param.device)
+        normals = as_float_tensor(normals, "normals", 3, "unit normals", param.dtype, param.device)
+        if aabb is not None:
+            aabb = as_float_tensor(aabb, "aabb", 3, "[min, max] corners", param.dtype, param.device)
+        single = points.dim() == 2
+        if single:
+            points, normals, aabb = points[None], normals[None], None if aabb is None else aabb[None]
+        emb = self.encoder(points, normals, aabb)
+        return emb.map(lambda x: x[0]) if single else emb
+
+    def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a, pose_b, **options) -> torch.Tensor:
+        """Logits (> 0: colliding) of objects emb_a, emb_b at poses pose_a, pose_b (..., 7) [x, y, z,
+        qw, qx, qy, qz] in a shared frame; the embeddings' leading dimensions broadcast against the
+        poses'. numpy and float64 poses are cast once to the embeddings' dtype (the graph kept, so
+        float64 poses that need a gradient get one). options: LOCC's `with_distance`."""
+        like = emb_a.features
+        return self._predict(emb_a, emb_b, _poses(pose_a, "pose_a", like), _poses(pose_b, "pose_b", like), **options)
+
+    def predict_indexed(self, table: ShapeEmbedding, ids_a, ids_b, pose_a, pose_b, **options) -> torch.Tensor:
+        """Logits of Q queries against a table of N embeddings (`encode` of N objects): object ids
+        ids_a, ids_b (Q,) into the table, poses (Q, 7). Ids of any integer type and numpy or float64
+        poses are taken, converted once. options: LOCC's `projection` (`project_table(table)`, to
+        reuse across many batches against one table) and `with_distance`."""
+        like = table.features
+        return self._predict_indexed(table, mesh_ids(ids_a, "ids_a", like.device), mesh_ids(ids_b, "ids_b", like.device),
+                                     _poses(pose_a, "pose_a", like), _poses(pose_b, "pose_b", like), **options)
 
     def forward(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):
         return self.predict(emb_a, emb_b, pose_a, pose_b)
@@ -292,8 +326,8 @@ class LOCC(CollisionNet):
         return self._cross(queries, _grid_sampler(keys.reshape(n, -1, m, m, m)), coords.reshape(n, -1, sites, 3), keep,
                            occupancy, count)
 
-    def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor,
-                with_distance: bool = False):
+    def _predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor,
+                 with_distance: bool = False):
         m = self.encoder.grid
         w_a, where_a, frac_a = local_crop(emb_a.aabb, m, pose_a, pose_b, emb_b.aabb)
         w_b, where_b, frac_b = local_crop(emb_b.aabb, m, pose_b, pose_a, emb_a.aabb)
@@ -322,9 +356,9 @@ class LOCC(CollisionNet):
         occupancy = None if table.occupancy is None else table.occupancy.reshape(-1, 1).to(rows.dtype)
         return TableProjection(rows, queries, self.key(rows), points, occupancy)
 
-    def predict_indexed(self, table: ShapeEmbedding, ids_a: torch.Tensor, ids_b: torch.Tensor,
-                        pose_a: torch.Tensor, pose_b: torch.Tensor, with_distance: bool = False,
-                        projection: TableProjection | None = None):
+    def _predict_indexed(self, table: ShapeEmbedding, ids_a: torch.Tensor, ids_b: torch.Tensor,
+                         pose_a: torch.Tensor, pose_b: torch.Tensor, with_distance: bool = False,
+                         projection: TableProjection | None = None):
         """Logits of queries (ids_a, ids_b, poses) against an embedding table. projection:
         `project_table(table)`, computed here when not given; pass it when sending many batches
         against one table, since computing it costs a pass over the whole table.
@@ -425,22 +459,22 @@ class LOCC(CollisionNet):
         return torch.cat(out)
 
     def _point_cross_grouped_fused(self, own, other, pose_own, pose_other, lead) -> torch.Tensor:
-        """(*lead, D) `_cross_grouped`'s surface-point term by the fused op: the embeddings on each
-        side as a table (their leading dimensions flattened), each query's ids broadcast from them."""
-        m, d, f = self.encoder.grid, self.cross_features, self.encoder.features
+        """(*lead, D) `_cross_grouped`'s surface-point term by the fused op: the embeddings as one
+        table (their common leading dimensions flattened; an embedding that broadcasts against
+        the other's is expanded to them), each query's id broadcast from it."""
+        m, d = self.encoder.grid, self.cross_features
         k = own.points.shape[-2]
-        own_lead, other_lead = own.points.shape[:-2], other.features.shape[:-4]
-        n_own, n_other = math.prod(own_lead), math.prod(other_lead)
-
-        def ids(shape, n):
-            return torch.arange(n, device=pose_own.device).reshape(shape).expand(lead).reshape(-1)
-
-        keys = self.key(other.features.reshape(n_other, f, m**3).transpose(1, 2)).reshape(n_other * m**3, d)
+        table = torch.broadcast_shapes(own.points.shape[:-2], other.features.shape[:-4])
+        n = math.prod(table)
+        ids = torch.arange(n, device=pose_own.device).reshape(table).expand(lead).reshape(-1)
+        keys = self.key(other.features.flatten(-3).transpose(-1, -2)).expand(*table, m**3, d).reshape(n * m**3, d)
+        occupancy = other.occupancy.expand(*table, m**3).reshape(-1).to(keys.dtype)
+        points = own.points.expand(*table, k, 3).reshape(n, k, 3)
+        queries = self._point_queries(own).expand(*table, k, d).reshape(n, k, d)
         out = self._point_cross_fused(
-            own.points.reshape(n_own, k, 3).contiguous(), self._point_queries(own).reshape(n_own, k, d).contiguous(),
-            keys.contiguous(), other.occupancy.reshape(-1).to(keys.dtype).contiguous(), ids(own_lead, n_own),
-            ids(other_lead, n_other), pose_own.expand(*lead, 7).reshape(-1, 7),
-            pose_other.expand(*lead, 7).reshape(-1, 7), other.aabb.expand(*lead, 2, 3).reshape(-1, 2, 3))
+            points.contiguous(), queries.contiguous(), keys.contiguous(), occupancy.contiguous(), ids, ids,
+            pose_own.expand(*lead, 7).reshape(-1, 7), pose_other.expand(*lead, 7).reshape(-1, 7),
+            other.aabb.expand(*lead, 2, 3).reshape(-1, 2, 3))
         return out.reshape(*lead, d)
 
 
@@ -453,14 +487,14 @@ class GlobalOCN(CollisionNet):
         super().__init__(encoder, containment)
         self.head = _mlp(2 * encoder.features + 12 + 6, head_hidden)
 
-    def predict_indexed(self, table: ShapeEmbedding, ids_a: torch.Tensor, ids_b: torch.Tensor,
-                        pose_a: torch.Tensor, pose_b: torch.Tensor, projection: None = None) -> torch.Tensor:
+    def _predict_indexed(self, table: ShapeEmbedding, ids_a: torch.Tensor, ids_b: torch.Tensor,
+                         pose_a: torch.Tensor, pose_b: torch.Tensor, projection: None = None) -> torch.Tensor:
         pooled = table.features.flatten(-3).mean(-1, keepdim=True)[..., None, None]
         logits = self._logits(ShapeEmbedding(pooled[ids_a], table.aabb[ids_a]),
                               ShapeEmbedding(pooled[ids_b], table.aabb[ids_b]), pose_a, pose_b)
         return containment.lift(logits, self._contained_indexed(table, ids_a, ids_b, pose_a, pose_b))
 
-    def predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):
+    def _predict(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):
         return containment.lift(self._logits(emb_a, emb_b, pose_a, pose_b), self._contained(emb_a, emb_b, pose_a, pose_b))
 
     def _logits(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a: torch.Tensor, pose_b: torch.Tensor):

@@ -162,6 +162,25 @@ def as_index_tensor(x, name: str, shape: Sequence[int | None], device=None) -> t
     return torch.empty(x.shape, dtype=torch.int64, device=x.device if device is None else device).copy_(x)
 
 
+def as_float_tensor(x, name: str, width: int, meaning: str, dtype: torch.dtype, device) -> torch.Tensor:
+    """(..., width) floats as a tensor of `dtype` on `device`, converted once at a module's
+    boundary: a numpy array or a nested sequence becomes a tensor there, the other float dtype is
+    cast (the autograd graph kept); a well-formed tensor passes through untouched. Only types and
+    shapes are read, never values (no host sync on a GPU)."""
+    if type(x) is torch.Tensor and x.dtype == dtype and x.device == device and x.dim() >= 1 and x.shape[-1] == width:
+        return x
+    if isinstance(x, (np.ndarray, list, tuple)):
+        x = torch.as_tensor(np.asarray(x), device=device)
+    check_tensor(x, name)
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name}: expected dtype float32 or float64, got {x.dtype}")
+    if x.dim() < 1 or x.shape[-1] != width:
+        raise ValueError(f"{name}: expected shape (..., {width}) {meaning}, got {tuple(x.shape)}")
+    if x.device != device:
+        raise ValueError(f"{name} is on {x.device} but expected {device}")
+    return x.to(dtype)
+
+
 def as_mask_tensor(x, name: str, n: int, like: torch.Tensor) -> torch.Tensor | None:
     """None, or `x` as a contiguous (n,) bool tensor on `like`'s device (copied only if strided)."""
     if x is None:

@@ -295,6 +295,37 @@ def test_bad_inputs():
         pointwise.predict(no_points, no_points, _poses((2,), 1), _poses((2,), 2))
 
 
+@pytest.mark.parametrize("cls", NETS)
+def test_takes_numpy_float64_and_one_object_clouds_as_users_have_them(cls):
+    """A float32 net takes numpy clouds, float64 poses, any integer ids and one object's (K, 3)
+    cloud, converted once: the same logits as float32 tensors, and float64 pose gradients."""
+    net = _small_net(cls).eval()
+    points, normals = _clouds(2)
+    pa, pb = _poses((5,), 1, dtype=torch.float64), _poses((5,), 2, dtype=torch.float64)
+    ids_a, ids_b = torch.tensor([0, 1, 0, 1, 1]), torch.tensor([1, 1, 0, 0, 1])
+    with torch.no_grad():
+        table = net.encode(points, normals)
+        expected = net.predict_indexed(table, ids_a, ids_b, pa.float(), pb.float())
+        from_numpy = net.encode(points.double().numpy(), normals.double().numpy())
+        torch.testing.assert_close(from_numpy.features, table.features)
+        torch.testing.assert_close(net.predict_indexed(table, ids_a.int().numpy(), ids_b.tolist(), pa.numpy(), pb),
+                                   expected)
+        torch.testing.assert_close(net.predict(_rows(table, ids_a), _rows(table, ids_b), pa, pb.numpy()), expected,
+                                   atol=1e-5, rtol=1e-5)
+        one = net.encode(points[0].numpy(), normals[0])  # unbatched: broadcasts against any poses
+        torch.testing.assert_close(net.predict(one, _rows(table, ids_b), pa, pb),
+                                   net.predict(_rows(table, ids_a * 0), _rows(table, ids_b), pa, pb), atol=1e-5, rtol=1e-5)
+    pose = pb.clone().requires_grad_()
+    net.predict_indexed(table, ids_a, ids_b, pa, pose).sum().backward()
+    assert pose.grad.dtype == torch.float64 and bool(torch.isfinite(pose.grad).all())
+    with pytest.raises(ValueError, match=r"pose_b: expected shape \(\.\.\., 7\)"):
+        net.predict_indexed(table, ids_a, ids_b, pa, pb[:, :6])
+    with pytest.raises(TypeError, match="ids_a: expected an integer dtype"):
+        net.predict_indexed(table, ids_a.float(), ids_b, pa, pb)
+    with pytest.raises(TypeError, match="points: expected dtype float32 or float64"):
+        net.encode(points.int(), normals)
+
+
 def test_cross_cells_covering_the_grid_reads_all_cells():
     """cross_cells >= M³ selects every cell: the same logits as cross_cells = 0 (bitwise: the max
     of the same products) and the same gradients, through the grouped and indexed paths."""
