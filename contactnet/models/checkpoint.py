@@ -8,6 +8,7 @@ reads of checkpoints (resuming with `ckpt_path`, testing the best one) pass `wei
 Lightning, which hands it to the same restricted `torch.load` (`contactnet.training.train`).
 """
 
+import math
 import pickle
 from pathlib import Path
 
@@ -15,6 +16,10 @@ import torch
 
 from contactnet.models.collision_nets import LOCC, CollisionNet, GlobalOCN
 from contactnet.models.encoder import ShapeEncoder
+
+# The hybrid thresholds training chose on its validation split (`calibrate_checkpoint`): a dict
+# {"split", "data_root", "taus": [{"frames", "max_error", "tau", "deferred", ...}, ...]}.
+HYBRID_TAU_KEY = "contactnet_hybrid_tau"
 
 ALLOWED = {
     "contactnet.models.LOCC": LOCC,
@@ -57,3 +62,22 @@ def load_model(path: str | Path, map_location: str | torch.device = "cpu",
     state = {k.removeprefix("net."): v for k, v in checkpoint["state_dict"].items() if k.startswith("net.")}
     net.load_state_dict(state)  # copies into the new net's CPU parameters: move them after
     return net.to(map_location).eval()
+
+
+def stored_tau(path: str | Path, max_error: float = 0.0, frames: int = 1) -> float:
+    """The certified hybrid's threshold tau that training chose for this checkpoint on its
+    validation split (`contactnet.training.evaluate.calibrate_checkpoint`), for a target error
+    `max_error` on that split (0: none of its queries wrong) with logits averaged over `frames`
+    test-time frames; > 0, as `CollisionChecker(..., "hybrid", tau=...)` takes it."""
+    calibration = read_checkpoint(path).get(HYBRID_TAU_KEY)
+    if not isinstance(calibration, dict):
+        raise ValueError(f"path: {path} holds no hybrid threshold (trained before training chose one); choose it "
+                         f"with contactnet.training.evaluate.calibrate_checkpoint, or pass tau")
+    taus = calibration["taus"]
+    for entry in taus:
+        if entry["frames"] == frames and math.isclose(entry["max_error"], max_error, abs_tol=1e-12):
+            # 0: every "collide" verdict of the validation split was right; the checker takes tau > 0.
+            return max(float(entry["tau"]), 1e-6)
+    have = ", ".join(f"(max_error={e['max_error']}, frames={e['frames']})" for e in taus)
+    raise ValueError(f"max_error, frames: {path} holds hybrid thresholds for {have}; got (max_error={max_error}, "
+                     f"frames={frames}) (calibrate_checkpoint chooses more)")

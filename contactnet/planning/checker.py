@@ -147,13 +147,19 @@ class CollisionChecker(nn.Module):
         self._table_version = -1
 
     @classmethod
-    def from_checkpoint(cls, path, world: CollisionWorld, **kwargs) -> CollisionChecker:
-        """A learned checker from a training checkpoint (`contactnet.models.load_model`); the
-        backend follows the network's class."""
-        from contactnet.models.checkpoint import load_model
+    def from_checkpoint(cls, path, world: CollisionWorld, backend: str | None = None, max_error: float = 0.0,
+                        **kwargs) -> CollisionChecker:
+        """A checker with the network of a training checkpoint (`contactnet.models.load_model`).
+        backend: None, the network's own ("locc" or "global_ocn"), or "hybrid": without a `tau`,
+        the threshold training chose on its validation split for `max_error` (0: none of it wrong)
+        and these `frames` (`contactnet.models.checkpoint.stored_tau`)."""
+        from contactnet.models.checkpoint import load_model, stored_tau
 
         net = load_model(path, map_location=world.device)
-        backend = "locc" if isinstance(net, LOCC) else "global_ocn"
+        if backend is None:
+            backend = "locc" if isinstance(net, LOCC) else "global_ocn"
+        if backend == "hybrid" and kwargs.get("tau") is None:
+            kwargs["tau"] = stored_tau(path, max_error, kwargs.get("frames", 1))
         return cls(world, backend=backend, model=net, **kwargs)
 
     @property

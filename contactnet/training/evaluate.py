@@ -7,9 +7,10 @@ import torch
 from contactnet.data.datamodule import PairGroups
 from contactnet.data.dataset import finished_test_splits
 from contactnet.data.objects import load_object_set
-from contactnet.data.storage import write_json_atomic
+from contactnet.data.storage import atomic_write, write_json_atomic
 from contactnet.geometry.frames import frame_quaternions
 from contactnet.models import load_model
+from contactnet.models.checkpoint import HYBRID_TAU_KEY, read_checkpoint, stored_tau
 from contactnet.ops.mesh_query import hulls_separated
 from contactnet.planning.hybrid import choose_tau, hybrid_summary
 from contactnet.training.metrics import collision_report
@@ -69,16 +70,19 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
 
     hybrid_max_error: also report the certified hybrid (`CollisionChecker(..., "hybrid")`) with
     its threshold tau chosen by `choose_tau` on the validation split of `tau_root` (default
-    `data_root`; an evaluation-only set such as robosuite_real has none, so pass the training
-    data's root) for that target error: each report gains "hybrid" with tau, the fraction of
-    queries deferred to the exact check, and the hybrid's accuracy and balanced accuracy.
+    `data_root`) for that target error: each report gains "hybrid" with tau, the fraction of
+    queries deferred to the exact check, and the hybrid's accuracy and balanced accuracy. An
+    evaluation-only set such as robosuite_real has no validation split: without `tau_root`, the
+    tau that training chose on its own and stored in the checkpoint is used (`stored_tau`).
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     net = load_model(ckpt_path, map_location=device, containment=containment)
     objects = load_object_set(Path(data_root) / "objects")
     splits = list(splits) if splits else finished_test_splits(data_root)
     tau = None
-    if hybrid_max_error is not None:
+    if hybrid_max_error is not None and tau_root is None and not (Path(data_root) / "val").is_dir():
+        tau = stored_tau(ckpt_path, hybrid_max_error, frames)  # chosen on the training data's val split
+    elif hybrid_max_error is not None:
         root = tau_root or data_root
         val = predict_split(net, root, "val", groups_per_batch, device, objects if root == data_root else None,
                             frames=frames)
@@ -92,6 +96,29 @@ def evaluate(ckpt_path: str, data_root: str, splits=None, groups_per_batch: int 
             results[split]["hybrid"] = {"tau": tau, "max_error": hybrid_max_error,
                                         **hybrid_summary(scores["logit"], scores["label"], tau, scores["separated"])}
     return results
+
+
+def calibrate_checkpoint(ckpt_path: str | Path, data_root: str | Path, frames=(1, 4), max_errors=(0.0, 0.001),
+                         groups_per_batch: int = 16, device: str | None = None) -> list[dict]:
+    """Choose the certified hybrid's tau (`choose_tau`) on the validation split under `data_root`
+    for each number of test-time frames and target error, and store them in the checkpoint (written
+    atomically), where `CollisionChecker.from_checkpoint(path, world, backend="hybrid")` and
+    `stored_tau` read them. Returns the entries: frames, max_error, tau and the hybrid's summary on
+    the validation split (`hybrid_summary`: the share deferred, ...)."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    net = load_model(ckpt_path, map_location=device)
+    objects = load_object_set(Path(data_root) / "objects")
+    entries = []
+    for f in frames:
+        val = predict_split(net, data_root, "val", groups_per_batch, device, objects, frames=f)
+        for error in max_errors:
+            tau = choose_tau(val["logit"], val["label"], error, val["separated"])
+            entries.append({"frames": f, "max_error": float(error), "tau": tau,
+                            **hybrid_summary(val["logit"], val["label"], tau, val["separated"])})
+    checkpoint = read_checkpoint(ckpt_path)
+    checkpoint[HYBRID_TAU_KEY] = {"split": "val", "data_root": str(data_root), "taus": entries}
+    atomic_write(ckpt_path, lambda tmp: torch.save(checkpoint, tmp))
+    return entries
 
 
 def write_results(results: dict, out: str | Path) -> None:

@@ -4,7 +4,9 @@ Generates the dataset if it is missing, fits the model (checkpoints: best by val
 tests the best checkpoint on every test split (uniform poses, boundary and nested placements,
 known and unknown objects), and prints per split the balanced accuracy, accuracy, TPR, TNR, AP,
 ECE and the accuracy per band of true signed distance, next to two trivial baselines (majority
-class; "bounding boxes overlap"); all of it also goes to `metrics.json`.
+class; "bounding boxes overlap"); all of it also goes to `metrics.json`. Last, it chooses the
+certified hybrid's thresholds on the validation split and stores them in the best checkpoint
+(`calibrate_checkpoint`).
 """
 
 from pathlib import Path
@@ -17,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from contactnet.data.generate import generate
 from contactnet.data.storage import write_json_atomic
 from contactnet.geometry.boxes import boxes_overlap
+from contactnet.training.evaluate import calibrate_checkpoint
 from contactnet.training.metrics import collision_report, format_reports
 
 
@@ -63,6 +66,13 @@ def train(cfg: DictConfig) -> dict:
     if trainer.is_global_zero:
         print("\n" + format_reports(results["reports"], results["baselines"]))
         print(f"best checkpoint: {best}")
+        if best and (Path(cfg.datamodule.root) / "val").is_dir():
+            results["hybrid_tau"] = calibrate_checkpoint(best, cfg.datamodule.root,
+                                                         device=str(trainer.strategy.root_device))
+            print("hybrid thresholds stored in it (validation split; CollisionChecker.from_checkpoint(path, world, "
+                  "backend='hybrid') reads them): " + "; ".join(
+                      f"frames {e['frames']}, max_error {e['max_error']}: tau {e['tau']:.3g}, defers "
+                      f"{e['deferred']:.0%}" for e in results["hybrid_tau"]))
         out = Path(cfg.paths.output_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "metrics.json", results)

@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from contactnet.models.checkpoint import HYBRID_TAU_KEY
 from contactnet.ops import mesh_collide
 from contactnet.ops.mesh_query import hulls_separated
 from contactnet.planning import CollisionChecker
@@ -260,6 +261,19 @@ def test_from_checkpoint(world, trained, tmp_path):
         ids_a, ids_b, pa, pb = random_pairs(world, 32, seed=5)
         direct = CollisionChecker(world, backend, model).pairwise(ids_a, ids_b, pa, pb).logit
         torch.testing.assert_close(loaded.pairwise(ids_a, ids_b, pa, pb).logit, direct)
+    with pytest.raises(ValueError, match="holds no hybrid threshold"):
+        CollisionChecker.from_checkpoint(path, world, backend="hybrid")
+    assert CollisionChecker.from_checkpoint(path, world, backend="hybrid", tau=2.5).tau == 2.5
+    # Training stores the thresholds it chose on its validation split (calibrate_checkpoint).
+    taus = [{"frames": 1, "max_error": 0.0, "tau": 3.25}, {"frames": 1, "max_error": 0.001, "tau": 0.0},
+            {"frames": 4, "max_error": 0.0, "tau": 2.75}]
+    torch.save({**torch.load(path, weights_only=True), HYBRID_TAU_KEY: {"split": "val", "data_root": "d", "taus": taus}},
+               path)
+    assert CollisionChecker.from_checkpoint(path, world, backend="hybrid").tau == 3.25
+    assert CollisionChecker.from_checkpoint(path, world, backend="hybrid", frames=4).tau == 2.75
+    assert 0 < CollisionChecker.from_checkpoint(path, world, backend="hybrid", max_error=0.001).tau <= 1e-6
+    with pytest.raises(ValueError, match="max_error, frames"):
+        CollisionChecker.from_checkpoint(path, world, backend="hybrid", frames=2)
 
 
 def test_learned_hot_path_traces_without_graph_breaks(world, trained):

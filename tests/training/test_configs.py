@@ -14,7 +14,7 @@ import torch
 
 from contactnet.models import load_model
 from contactnet.models import checkpoint as checkpoint_module
-from contactnet.models.checkpoint import build_net
+from contactnet.models.checkpoint import build_net, stored_tau
 from contactnet.training.evaluate import evaluate
 from contactnet.training.module import group_logits
 from contactnet.training.train import train
@@ -64,6 +64,11 @@ def test_checkpoint_round_trip_and_resume(tmp_path, tiny_data):
     results = train(cfg)
     net = load_model(results["best_checkpoint"])
     assert not net.training
+    # The hybrid's thresholds, chosen on the validation split, are stored in the best checkpoint.
+    chosen = {(e["frames"], e["max_error"]): e["tau"] for e in results["hybrid_tau"]}
+    assert set(chosen) == {(1, 0.0), (1, 0.001), (4, 0.0), (4, 0.001)}
+    for (frames, error), tau in chosen.items():
+        assert stored_tau(results["best_checkpoint"], error, frames) == max(tau, 1e-6)
     # load_model builds the net from the stored plain config (not from Hydra): it predicts what the
     # training config's network with the checkpoint's weights predicts, on a real batch.
     module = hydra.utils.instantiate(cfg.model)

@@ -1,13 +1,16 @@
 """evaluate(): every test split, the same pairs scored with full clouds or with one depth view per
-object, and the certified hybrid with its threshold chosen on the validation split."""
+object, and the certified hybrid with its threshold chosen on the validation split (reported, and
+stored in the checkpoint)."""
 
+import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
 from contactnet.data.dataset import TEST_SPLIT_ORDER
-from contactnet.models.checkpoint import build_net
+from contactnet.models import load_model
+from contactnet.models.checkpoint import build_net, stored_tau
 from contactnet.planning.hybrid import choose_tau, defer
-from contactnet.training.evaluate import evaluate, predict_split
+from contactnet.training.evaluate import calibrate_checkpoint, evaluate, predict_split
 from tests.training.conftest import CONF
 
 SPLITS = set(TEST_SPLIT_ORDER)  # procedural_tiny has every named test split
@@ -86,3 +89,20 @@ def test_frame_averaged_scores_are_the_mean_over_fixed_frames(tmp_path, tiny_dat
     assert scores["boundary_unknown"]["frames"] == 3
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):  # eval.py's option
         assert compose("eval", overrides=["ckpt_path=x"]).frames == 1
+
+
+def test_calibrated_thresholds_are_stored_in_the_checkpoint_and_read_back(tmp_path, tiny_data):
+    net, ckpt = _checkpoint(tmp_path)
+    data = tiny_data / "procedural_tiny"
+    with pytest.raises(ValueError, match="holds no hybrid threshold"):
+        stored_tau(ckpt)
+    entries = calibrate_checkpoint(ckpt, data, frames=(1, 2), max_errors=(0.0, 0.05), device="cpu")
+    assert [(e["frames"], e["max_error"]) for e in entries] == [(1, 0.0), (1, 0.05), (2, 0.0), (2, 0.05)]
+    for frames in (1, 2):
+        val = predict_split(net.eval(), data, "val", frames=frames)
+        for error in (0.0, 0.05):
+            tau = choose_tau(val["logit"], val["label"], error, val["separated"])
+            assert stored_tau(ckpt, error, frames) == max(tau, 1e-6) > 0
+    assert load_model(ckpt).state_dict().keys() == net.state_dict().keys()  # still a loadable checkpoint
+    with pytest.raises(ValueError, match=r"max_error, frames: .*\(max_error=0.001, frames=1\)"):
+        stored_tau(ckpt, 0.001)
