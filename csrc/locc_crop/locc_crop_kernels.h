@@ -17,11 +17,13 @@ namespace contactnet {
 
 constexpr int64_t kCropMaxGrid = 16;  // documented bound of `grid` (per-thread tables of 3 x M)
 
-// The cells of query q, x-major: keep(c, kept) for each; returns the kept count and the kept
-// cells' centre sums along each own axis (sum[3]: the mean's numerators).
-template <typename T, typename Keep>
+// The cells of query q, x-major, a row (i, j) at a time: keep_row(c0, keep, row_kept) with keep[k]
+// 0 or 1 for the row's cells c0 + k (k < M) and their count; returns the kept count and the kept
+// cells' centre sums along each own axis (sum[3]: the mean's numerators). A row's tests are one
+// branch-free loop over k, counts in integers, so the compiler vectorises it.
+template <typename T, typename KeepRow>
 CN_HD int64_t crop_cells(const T* aabb, const T* rotation, const T* offset, const T* reach, int64_t m, int64_t q,
-                         T sum[3], const Keep& keep_cell) {
+                         T sum[3], const KeepRow& keep_row) {
   const T* lo = aabb + 6 * q;
   const T* r = rotation + 9 * q;
   const T* o = offset + 3 * q;
@@ -36,29 +38,29 @@ CN_HD int64_t crop_cells(const T* aabb, const T* rotation, const T* offset, cons
     }
   }
   int64_t kept = 0;
-  T marginal[3][kCropMaxGrid] = {};
+  int32_t marginal[3][kCropMaxGrid] = {};
   for (int64_t i = 0; i < m; ++i) {
     const T si[3] = {o[0] + term[0][0][i], o[1] + term[1][0][i], o[2] + term[2][0][i]};
     for (int64_t j = 0; j < m; ++j) {
       const T sij[3] = {si[0] + term[0][1][j], si[1] + term[1][1][j], si[2] + term[2][1][j]};
-      int64_t row_kept = 0;
+      int32_t keep[kCropMaxGrid];
+      int32_t row_kept = 0;
       for (int64_t k = 0; k < m; ++k) {
         // Bitwise &: the three tests are cheap, a mispredicted branch per cell is not.
-        const bool keep = (fabs(sij[0] + term[0][2][k]) <= h[0]) &
-                          (fabs(sij[1] + term[1][2][k]) <= h[1]) &
-                          (fabs(sij[2] + term[2][2][k]) <= h[2]);
-        keep_cell((i * m + j) * m + k, keep);
-        row_kept += keep;
-        marginal[2][k] += keep ? T(1) : T(0);
+        keep[k] = int32_t(fabs(sij[0] + term[0][2][k]) <= h[0]) & int32_t(fabs(sij[1] + term[1][2][k]) <= h[1]) &
+                  int32_t(fabs(sij[2] + term[2][2][k]) <= h[2]);
+        row_kept += keep[k];
+        marginal[2][k] += keep[k];
       }
+      keep_row((i * m + j) * m, keep, row_kept);
       kept += row_kept;
-      marginal[0][i] += T(row_kept);
-      marginal[1][j] += T(row_kept);
+      marginal[0][i] += row_kept;
+      marginal[1][j] += row_kept;
     }
   }
   for (int a = 0; a < 3; ++a) {
     sum[a] = T(0);
-    for (int64_t i = 0; i < m; ++i) sum[a] += marginal[a][i] * axis[a][i];
+    for (int64_t i = 0; i < m; ++i) sum[a] += T(marginal[a][i]) * axis[a][i];
   }
   return kept;
 }
@@ -79,7 +81,9 @@ struct LoccCropFunctor {
     T* w = weights + cells * q;
     T sum[3];
     const int64_t kept = crop_cells(aabb, rotation, offset, reach, grid, q, sum,
-                                    [&](int64_t c, bool keep) { w[c] = keep ? T(1) : T(0); });
+                                    [&](int64_t c0, const int32_t* keep, int32_t) {
+                                      for (int64_t k = 0; k < grid; ++k) w[c0 + k] = T(keep[k]);
+                                    });
     const T scale = T(1) / T(kept > 0 ? kept : 1);
     if (kept > 0)
       for (int64_t c = 0; c < cells; ++c) w[c] *= scale;
@@ -93,8 +97,9 @@ struct LoccCropFunctor {
 };
 
 // The crop pooled: the kept cells' mean feature read from a table of embeddings stored as rows
-// (what an embedding bag over the M^3 weights of LoccCropFunctor gives, w · row summed in cell
-// order), without the weights: a query reads only its kept cells' rows.
+// (what an embedding bag over the M^3 weights of LoccCropFunctor gives, up to rounding: the kept
+// rows are summed in cell order, then scaled), without the weights: a query reads only its kept
+// cells' rows, as their grid rows are tested.
 template <typename T>
 struct LoccCropPoolFunctor {
   LoccCropFunctor<T> crop;  // its weights unused
@@ -105,19 +110,21 @@ struct LoccCropPoolFunctor {
 
   CN_HD void operator()(int64_t q) const {
     const int64_t cells = crop.grid * crop.grid * crop.grid;
-    uint64_t bits[kCropMaxGrid * kCropMaxGrid * kCropMaxGrid / 64] = {};
-    T sum[3];
-    const int64_t kept = crop_cells(crop.aabb, crop.rotation, crop.offset, crop.reach, crop.grid, q, sum,
-                                    [&](int64_t c, bool keep) { bits[c >> 6] |= uint64_t(keep) << (c & 63); });
-    const T scale = T(1) / T(kept > 0 ? kept : 1);
     T* out = pooled + f * q;
     for (int64_t i = 0; i < f; ++i) out[i] = T(0);
     const T* first = rows + f * cells * ids[q];
-    for (int64_t c = 0; c < cells; ++c) {
-      if (!((bits[c >> 6] >> (c & 63)) & 1)) continue;
-      const T* row = first + f * c;
-      for (int64_t i = 0; i < f; ++i) out[i] += scale * row[i];
-    }
+    T sum[3];
+    const int64_t kept = crop_cells(crop.aabb, crop.rotation, crop.offset, crop.reach, crop.grid, q, sum,
+                                    [&](int64_t c0, const int32_t* keep, int32_t row_kept) {
+                                      if (row_kept == 0) return;
+                                      for (int64_t k = 0; k < crop.grid; ++k) {
+                                        if (!keep[k]) continue;
+                                        const T* row = first + f * (c0 + k);
+                                        for (int64_t i = 0; i < f; ++i) out[i] += row[i];
+                                      }
+                                    });
+    const T scale = T(1) / T(kept > 0 ? kept : 1);
+    for (int64_t i = 0; i < f; ++i) out[i] *= scale;
     crop.finish(q, kept, scale, sum);
   }
 };
