@@ -14,6 +14,7 @@ not differentiable.
 from enum import IntEnum
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from contactnet._extension import load_extension
@@ -75,12 +76,19 @@ class SegmentSegmentDistance(NamedTuple):
     params: torch.Tensor  # (N, 2) s, t
 
 
+def _from_numpy(x):
+    """A numpy array as a CPU tensor sharing its memory (copied only if strided); anything else as
+    given, for the checks to judge."""
+    return torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x
+
+
 def triangle_distance(tri_a: torch.Tensor, tri_b: torch.Tensor) -> TriangleDistance:
     """Distance and closest points between triangles.
 
-    tri_a, tri_b: (N, 3, 3) float, row k = vertex k, metres. Degenerate (zero-area) triangles
+    tri_a, tri_b: (N, 3, 3) float tensors or numpy arrays, row k = vertex k, metres. Degenerate (zero-area) triangles
     behave as their edges; intersecting pairs return 0 and a point on the intersection.
     """
+    tri_a, tri_b = _from_numpy(tri_a), _from_numpy(tri_b)
     check_float_tensor(tri_a, "tri_a", (None, 3, 3))
     check_float_tensor(tri_b, "tri_b", (None, 3, 3))
     check_same_batch({"tri_a": tri_a, "tri_b": tri_b})
@@ -94,6 +102,7 @@ def triangle_intersect(tri_a: torch.Tensor, tri_b: torch.Tensor) -> torch.Tensor
 
     tri_a, tri_b: (N, 3, 3) float, row k = vertex k. A pair with a NaN/Inf coordinate is False.
     """
+    tri_a, tri_b = _from_numpy(tri_a), _from_numpy(tri_b)
     check_float_tensor(tri_a, "tri_a", (None, 3, 3))
     check_float_tensor(tri_b, "tri_b", (None, 3, 3))
     check_same_batch({"tri_a": tri_a, "tri_b": tri_b})
@@ -103,8 +112,9 @@ def triangle_intersect(tri_a: torch.Tensor, tri_b: torch.Tensor) -> torch.Tensor
 def point_triangle_distance(points: torch.Tensor, triangles: torch.Tensor) -> PointTriangleDistance:
     """Distance from points to triangles, with the closest point and the closest-feature type.
 
-    points: (N, 3) float; triangles: (N, 3, 3) float, metres.
+    points: (N, 3) float; triangles: (N, 3, 3) float, metres (tensors or numpy arrays).
     """
+    points, triangles = _from_numpy(points), _from_numpy(triangles)
     check_float_tensor(points, "points", (None, 3))
     check_float_tensor(triangles, "triangles", (None, 3, 3))
     check_same_batch({"points": points, "triangles": triangles})
@@ -114,9 +124,10 @@ def point_triangle_distance(points: torch.Tensor, triangles: torch.Tensor) -> Po
 def segment_segment_distance(seg_a: torch.Tensor, seg_b: torch.Tensor) -> SegmentSegmentDistance:
     """Distance and closest points between segments, with the closest-feature type.
 
-    seg_a, seg_b: (N, 2, 3) float end points, metres. Zero-length segments act as points;
+    seg_a, seg_b: (N, 2, 3) float end points, metres (tensors or numpy arrays). Zero-length segments act as points;
     for parallel segments one of the (equally close) closest pairs is returned.
     """
+    seg_a, seg_b = _from_numpy(seg_a), _from_numpy(seg_b)
     check_float_tensor(seg_a, "seg_a", (None, 2, 3))
     check_float_tensor(seg_b, "seg_b", (None, 2, 3))
     check_same_batch({"seg_a": seg_a, "seg_b": seg_b})

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -187,8 +188,14 @@ class CollisionChecker(nn.Module):
 
     # ---- argument handling --------------------------------------------------------------------
     def _poses(self, poses, arg: str, shape: torch.Size | None = None) -> torch.Tensor:
-        if not isinstance(poses, torch.Tensor):
-            raise ValueError(f"{arg}: expected a torch.Tensor of shape (..., 7), got {type(poses).__name__}")
+        if not isinstance(poses, torch.Tensor):  # numpy or nested lists: a tensor on the world's device, once
+            try:
+                array = np.asarray(poses)
+                poses = torch.as_tensor(array if array.dtype in (np.float32, np.float64) else array.astype(np.float64),
+                                        device=self.world.device)
+            except (TypeError, ValueError):
+                raise ValueError(f"{arg}: expected a tensor or array of shape (..., 7) {POSE_ORDER}, got "
+                                 f"{type(poses).__name__}") from None
         if self.validate:
             if not poses.dtype.is_floating_point:
                 raise ValueError(f"{arg}: expected a float tensor, got dtype {poses.dtype}")

@@ -230,7 +230,10 @@ class Robot:
 
     # ---- kinematics ---------------------------------------------------------------------------
     def check_q(self, q, arg: str = "q") -> torch.Tensor:
-        """`q` (..., dof) checked: a float tensor on the world's device, no NaN / Inf."""
+        """`q` (..., dof) checked: a float tensor on the world's device, no NaN / Inf (numpy arrays
+        and lists are taken as tensors of the world's dtype there, once)."""
+        if isinstance(q, (np.ndarray, list, tuple)) and np.asarray(q).dtype.kind in "fiu":
+            q = torch.as_tensor(np.asarray(q, dtype=np.float64), dtype=self.world.dtype, device=self.world.device)
         if not isinstance(q, torch.Tensor) or not q.dtype.is_floating_point:
             raise ValueError(f"{arg}: expected a float tensor of shape (batch, horizon, {self.dof}), got "
                              f"{getattr(q, 'dtype', type(q).__name__)}")
@@ -308,7 +311,7 @@ class RobotChecker(nn.Module):
         """Checked q (batch, ...) and env ids broadcast to (batch, ..., L); body poses (..., L, 7)."""
         r = self.robot
         if self.checker.validate:
-            r.check_q(q)
+            q = r.check_q(q)
             if self.world_collision and not r.world.obstacle_names:
                 raise ValueError("world: has no obstacle in any environment; add obstacles, or make the "
                                  "RobotChecker with world_collision=False for self-collision only")
@@ -381,7 +384,7 @@ class RobotChecker(nn.Module):
         """(cost (batch, horizon), d cost / d q (batch, horizon, dof)) at joint angles q (batch,
         horizon, dof); the gradient of each waypoint's cost with respect to its own joints."""
         if self.checker.validate:
-            self.robot.check_q(q)
+            q = self.robot.check_q(q)
             if q.dim() != 3:
                 raise ValueError(f"q: expected shape (batch, horizon, {self.robot.dof}), got {tuple(q.shape)}")
         with torch.enable_grad():

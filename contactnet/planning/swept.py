@@ -116,7 +116,7 @@ def swept_check(robot_checker: RobotChecker, q: torch.Tensor, env_idx=None, clea
     reported colliding. Uses the exact kernels whatever the checker's backend. A pair still open
     after max_steps is reported colliding (conservative)."""
     robot = robot_checker.robot
-    robot.check_q(q)
+    q = robot.check_q(q)
     if q.dim() != 3 or q.shape[1] < 2:
         raise ValueError(f"q: expected shape (batch, horizon >= 2, {robot.dof}), got {tuple(q.shape)}")
     if not clearance > 0:
@@ -218,7 +218,7 @@ def swept_cost(robot_checker: RobotChecker, q: torch.Tensor, env_idx=None, subst
     (module docstring), differentiable with respect to q; uses the checker's backend."""
     robot = robot_checker.robot
     if robot_checker.checker.validate:
-        robot.check_q(q)
+        q = robot.check_q(q)
         if q.dim() != 3 or q.shape[1] < 2:
             raise ValueError(f"q: expected shape (batch, horizon >= 2, {robot.dof}), got {tuple(q.shape)}")
     if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:

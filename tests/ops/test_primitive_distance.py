@@ -339,6 +339,19 @@ def test_triangle_distance_bad_input(args, exc, match):
         ops.triangle_distance(*args)
 
 
+def test_numpy_arrays_are_taken_as_tensors():
+    g = torch.Generator().manual_seed(3)
+    tri_a, tri_b = torch.rand(16, 3, 3, generator=g, dtype=torch.float64), torch.rand(16, 3, 3, generator=g, dtype=torch.float64)
+    seg, pts = tri_a[:, :2], tri_b[:, 0].contiguous()
+    for got, want in ((ops.triangle_distance(tri_a.numpy(), tri_b.numpy()), ops.triangle_distance(tri_a, tri_b)),
+                      (ops.point_triangle_distance(pts.numpy(), tri_a.numpy()), ops.point_triangle_distance(pts, tri_a)),
+                      (ops.segment_segment_distance(seg.numpy(), seg.flip(0).numpy()),
+                       ops.segment_segment_distance(seg.contiguous(), seg.flip(0).contiguous()))):
+        for x, y in zip(got, want):
+            assert torch.equal(x, y)
+    assert torch.equal(ops.triangle_intersect(tri_a.numpy(), tri_b.numpy()), ops.triangle_intersect(tri_a, tri_b))
+
+
 def test_point_and_segment_bad_input():
     with pytest.raises(ValueError, match=r"points: expected shape \(N, 3\)"):
         ops.point_triangle_distance(torch.zeros(4, 2), torch.zeros(4, 3, 3))

@@ -218,6 +218,19 @@ def test_cost_descends_out_of_collision(world):
     assert start > 0.02 and checker.cost("l_bracket", pose).item() < 0.2 * start
 
 
+def test_numpy_and_list_poses_are_taken_as_tensors(world, trained):
+    """Poses as users hold them (numpy float64, nested lists) give what the same tensor gives."""
+    poses = torch.stack([_pose(0.05), _pose(0.3, 0.1)]).double()
+    for checker in (CollisionChecker(world, "exact"), CollisionChecker(world, "locc", trained)):
+        assert torch.equal(checker.pairwise("l_bracket", "l_bracket", poses.numpy(), poses.tolist()).colliding,
+                           checker.pairwise("l_bracket", "l_bracket", poses, poses).colliding)
+        torch.testing.assert_close(checker.cost("l_bracket", poses.float().numpy()), checker.cost("l_bracket", poses.float()))
+        got, want = checker.world_query("l_bracket", poses.tolist()), checker.world_query("l_bracket", poses)
+        assert torch.equal(got.colliding, want.colliding)
+        with pytest.raises(ValueError, match=r"poses: expected a tensor or array of shape \(\.\.\., 7\)"):
+            checker.world_query("l_bracket", "identity")
+
+
 def test_bad_input_raises_clear_errors(world, trained):
     for checker in (CollisionChecker(world, "exact"), CollisionChecker(world, "locc", trained)):
         good = _pose()[None]

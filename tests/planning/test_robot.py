@@ -229,6 +229,16 @@ def test_environments_per_batch():
     assert bool((cost[0] == 0).all())
 
 
+def test_numpy_and_list_joint_angles_are_taken_as_tensors(scene):
+    world, robot = scene
+    rc = RobotChecker(robot, CollisionChecker(world, "exact"))
+    q = torch.linspace(-1, 1, 2 * 3 * robot.dof, dtype=world.dtype).reshape(2, 3, robot.dof)
+    torch.testing.assert_close(rc.cost(q.numpy()), rc.cost(q))
+    assert torch.equal(rc.query(q.tolist()).colliding, rc.query(q).colliding)
+    for got, want in zip(rc.robot_cost(q.numpy()), rc.robot_cost(q)):
+        torch.testing.assert_close(got, want)
+
+
 def test_bad_inputs_raise_clear_errors(scene):
     world, robot = scene
     rc = RobotChecker(robot, CollisionChecker(world, "exact"))
