@@ -199,7 +199,10 @@ class CollisionWorld:
 
     def mesh_ids(self, names, arg: str = "names") -> torch.Tensor:
         """int64 tensor of mesh ids on the world's device, same nesting as `names` (a name, an id,
-        nested lists of them, or an integer tensor, which is range-checked and passed through)."""
+        nested lists of them, or an integer tensor or numpy array, which is range-checked and passed
+        through)."""
+        if isinstance(names, np.ndarray) and names.dtype.kind in "iu":
+            names = torch.as_tensor(names)
         if isinstance(names, torch.Tensor):
             if names.dtype.is_floating_point or names.dtype.is_complex or names.dtype == torch.bool:
                 raise ValueError(f"{arg}: expected integer mesh ids, got dtype {names.dtype}")

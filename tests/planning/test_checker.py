@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -227,6 +228,8 @@ def test_numpy_and_list_poses_are_taken_as_tensors(world, trained):
         torch.testing.assert_close(checker.cost("l_bracket", poses.float().numpy()), checker.cost("l_bracket", poses.float()))
         got, want = checker.world_query("l_bracket", poses.tolist()), checker.world_query("l_bracket", poses)
         assert torch.equal(got.colliding, want.colliding)
+        ids = np.full(2, int(world.mesh_ids("l_bracket")), dtype=np.int32)  # numpy mesh ids too
+        assert torch.equal(checker.world_query(ids, poses.numpy()).colliding, want.colliding)
         with pytest.raises(ValueError, match=r"poses: expected a tensor or array of shape \(\.\.\., 7\)"):
             checker.world_query("l_bracket", "identity")
 
