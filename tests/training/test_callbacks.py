@@ -72,7 +72,7 @@ def test_one_line_per_epoch_and_per_test_run_without_carriage_returns():
 
 
 def test_validation_within_an_epoch_gets_its_own_line():
-    """A long epoch validated every few steps (cpu_hour: one epoch, val_check_interval) reports each
+    """A long epoch validated every few steps (cpu_hour: val_check_interval, a quarter epoch) reports each
     of those validations; the epoch's last one stays part of the epoch line."""
     log = io.StringIO()
     trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,

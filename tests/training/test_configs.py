@@ -180,7 +180,7 @@ def test_distance_head_trains_jointly(tmp_path, tiny_data):
 
 @pytest.mark.parametrize("interval", ["step", "epoch"])
 def test_scheduler_steps_per_optimiser_step_or_per_epoch(tmp_path, tiny_data, interval):
-    """scheduler_interval=step anneals a cosine over the optimiser steps of a one-epoch run (cpu_hour)
+    """scheduler_interval=step anneals a cosine over the optimiser steps of a run (as cpu_hour does)
     to 0; the epoch interval has stepped it once by then."""
     cosine = "{_target_: torch.optim.lr_scheduler.CosineAnnealingLR, _partial_: true, T_max: 4}"
     cfg = compose_train(tmp_path, tiny_data, ["trainer.max_epochs=1", f"model.scheduler_interval={interval}",
