@@ -232,8 +232,8 @@ class Robot:
     def check_q(self, q, arg: str = "q") -> torch.Tensor:
         """`q` (..., dof) checked: a float tensor on the world's device, no NaN / Inf (numpy arrays
         and lists are taken as tensors of the world's dtype there, once)."""
-        if isinstance(q, (np.ndarray, list, tuple)) and np.asarray(q).dtype.kind in "fiu":
-            q = torch.as_tensor(np.asarray(q, dtype=np.float64), dtype=self.world.dtype, device=self.world.device)
+        if isinstance(q, (np.ndarray, list, tuple)) and (array := np.asarray(q)).dtype.kind in "fiu":
+            q = torch.as_tensor(array, dtype=self.world.dtype, device=self.world.device)
         if not isinstance(q, torch.Tensor) or not q.dtype.is_floating_point:
             raise ValueError(f"{arg}: expected a float tensor of shape (batch, horizon, {self.dof}), got "
                              f"{getattr(q, 'dtype', type(q).__name__)}")
