@@ -240,10 +240,11 @@ class CheckerFactory:
         return lambda a, b, pa, pb: logits(a, b, pa, pb) >= 0
 
     def _hybrid(self, name: str, frames: int, max_error: float):
-        """`CollisionChecker`'s certified hybrid: hull-certified pairs free, "collide" logits >= tau
-        kept, the rest `mesh_collide`; tau from `choose_tau` on the val split of --tau-root."""
+        """`CollisionChecker`'s certified hybrid (`certified_verdicts`): hull-certified pairs free, the
+        network on the rest, "collide" logits >= tau kept, what it defers `mesh_collide`; tau from
+        `choose_tau` on the val split of --tau-root."""
         from contactnet.ops import hulls_separated, mesh_collide
-        from contactnet.planning.hybrid import choose_tau, defer, hybrid_verdict
+        from contactnet.planning.hybrid import certified_verdicts, choose_tau
 
         lib, logits = self.library(), self.net_logits(name, frames)
         lib.bvh, lib.hulls  # built once, outside the timed calls
@@ -261,12 +262,8 @@ class CheckerFactory:
             print(f"hybrid:{name} frames={frames} max_error={max_error}: tau {tau:.3f} from {tau_root.name}/val")
 
         def check(a, b, pa, pb):
-            logit, apart = logits(a, b, pa, pb), hulls_separated(lib, a, b, pa, pb)
-            deferred = defer(logit, tau, apart)
-            exact = torch.zeros_like(deferred)
-            rows = deferred.nonzero().squeeze(1)
-            exact[rows] = mesh_collide(lib, a[rows], b[rows], pa[rows], pb[rows])
-            return hybrid_verdict(logit, deferred, exact, apart)
+            return certified_verdicts(hulls_separated(lib, a, b, pa, pb), lambda r: logits(a[r], b[r], pa[r], pb[r]),
+                                      lambda r: mesh_collide(lib, a[r], b[r], pa[r], pb[r]), tau, pa.dtype)[0]
 
         return check
 

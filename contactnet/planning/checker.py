@@ -24,8 +24,10 @@ convex hulls are certainly apart is free (`hulls_separated`, exact); otherwise a
 "free" verdict included (hybrid.py). So it never calls a colliding pair free, and wherever a
 query is deferred its verdict is the exact backend's. `pairwise` decides per pair, `world_query` per
 (query, obstacle) slot before taking the any; both report what went to the exact check in
-`deferred`. `choose_tau` (hybrid.py) picks tau on validation data for a target
-error rate. The cost stays the learned one (see `cost`).
+`deferred`. Each part runs only where it decides something: the network only on pairs whose
+hulls are not certified apart (their logit reads -inf), the exact collision check (a verdict, no
+distance) only on the deferred ones. `choose_tau` (hybrid.py) picks tau on validation data for a
+target error rate. The cost stays the learned one (see `cost`).
 
 Hot path. The learned backend, with `validate=False` and integer id / env tensors, has fixed shapes
 and no host synchronisation (disabled and empty obstacle slots are computed and masked, never
@@ -48,11 +50,11 @@ from contactnet.geometry.frames import frame_quaternions
 from contactnet.models.collision_nets import LOCC, CollisionNet, GlobalOCN
 from contactnet.models.encoder import ShapeEmbedding
 from contactnet.models.frame_tables import FrameTable, frame_logits, frame_tables
-from contactnet.ops.mesh_query import hulls_separated
+from contactnet.ops.mesh_query import hulls_separated, mesh_collide
 from contactnet.planning.cost import collision_cost, learned_collision_cost
 from contactnet.planning.exact import exact_signed_distance
 from contactnet.planning.grid_probe import grid_distances
-from contactnet.planning.hybrid import defer, hybrid_verdict
+from contactnet.planning.hybrid import certified_verdicts
 from contactnet.planning.pose_input import POSE_ORDER
 from contactnet.planning.world import CollisionWorld
 
@@ -64,19 +66,19 @@ BACKENDS = ("locc", "global_ocn", "exact", "hybrid")
 class PairResult(NamedTuple):
     colliding: torch.Tensor  # (...) bool: logit > 0 (learned) or the exact verdict (hybrid: where deferred)
     probability: torch.Tensor  # (...) sigmoid(logit) (learned), colliding as 0/1 (exact, hybrid deferred)
-    logit: torch.Tensor | None  # (...) learned and hybrid
-    signed_distance: torch.Tensor | None  # (...) metres, exact (see planning/exact.py); hybrid:
-    #                                       where deferred, NaN elsewhere
+    logit: torch.Tensor | None  # (...) learned and hybrid (hybrid: -inf where the hulls are certified
+    #                             apart, the network not run)
+    signed_distance: torch.Tensor | None  # (...) metres, exact only (see planning/exact.py)
     deferred: torch.Tensor | None = None  # (...) bool, hybrid only: decided by the exact kernels
 
 
 class WorldResult(NamedTuple):
     colliding: torch.Tensor  # (...) bool: any enabled obstacle collides
     probability: torch.Tensor  # (...) max over enabled obstacles (0 when none is enabled)
-    signed_distance: torch.Tensor | None  # (...) min over enabled obstacles (+inf if none), exact;
-    #                                       hybrid: min over the deferred slots only (NaN if none)
-    per_obstacle: torch.Tensor  # (..., N) logits (learned, hybrid; -inf when disabled) or signed
-    #                             distances (exact, +inf when disabled), one per obstacle slot
+    signed_distance: torch.Tensor | None  # (...) min over enabled obstacles (+inf if none), exact only
+    per_obstacle: torch.Tensor  # (..., N) logits (learned, hybrid; -inf when disabled, and for the
+    #                             hybrid where the hulls are certified apart) or signed distances
+    #                             (exact, +inf when disabled), one per obstacle slot
     deferred: torch.Tensor | None = None  # (..., N) bool, hybrid only: slots decided exactly
     per_grid: torch.Tensor | None = None  # (..., G) probe signed distance to each voxel-grid slot (the
     #                                       first G = CollisionWorld.grid_slots of the table)
@@ -261,19 +263,21 @@ class CollisionChecker(nn.Module):
         colliding = torch.zeros(mask.numel(), dtype=torch.bool, device=signed.device).index_put((sel,), hit)
         return full.reshape(mask.shape), colliding.reshape(mask.shape)
 
-    def _hybrid(self, logit, ids_a, ids_b, poses_a, poses_b, per_a: int = 1):
-        """The hybrid's decision on logits of any shape: pairs whose hulls are separated are free;
-        those `defer` picks go to `_exact_at` (same index convention). Returns colliding,
-        probability (0/1 where deferred or certified), signed distance (NaN where not deferred)
-        and the deferred mask."""
-        ia = ids_a[:, None].expand(-1, per_a).reshape(-1)  # flat entry k pairs a = k // per_a with b = k
+    def _hybrid(self, ids_a, ids_b, poses_a, poses_b, per_a: int = 1, live=None):
+        """The hybrid's decisions (`certified_verdicts`): flat entry k pairs a = k // per_a (ids_a,
+        poses_a (K / per_a, ...)) with b = k (ids_b, poses_b (K, ...)); live (K,) bool or None:
+        the entries to answer (enabled slots). Returns colliding, probability (0/1 where deferred,
+        certified or not live), logit (-inf where certified or not live) and deferred, all (K,)."""
+        ia = ids_a[:, None].expand(-1, per_a).reshape(-1)
         pa = poses_a[:, None].expand(-1, per_a, 7).reshape(-1, 7)
-        separated = hulls_separated(self.world.library, ia, ids_b, pa, poses_b).reshape(logit.shape)
-        deferred = defer(logit, self.tau, separated)
-        signed, hit = self._exact_at(deferred, ids_a, ids_b, poses_a, poses_b, float("nan"), per_a=per_a)
-        colliding = hybrid_verdict(logit, deferred, hit, separated)
-        probability = torch.where(deferred | separated, colliding.to(logit.dtype), torch.sigmoid(logit))
-        return colliding, probability, signed, deferred
+        lib = self.world.library
+        separated = hulls_separated(lib, ia, ids_b, pa, poses_b)
+        dtype = self.embeddings().features.dtype
+        colliding, logit, deferred = certified_verdicts(
+            separated, lambda r: self._logits(ia[r], ids_b[r], pa[r], poses_b[r]),
+            lambda r: mesh_collide(lib, ia[r], ids_b[r], pa[r], poses_b[r]), self.tau, dtype, live)
+        probability = torch.where(deferred, colliding.to(dtype), torch.sigmoid(logit))
+        return colliding, probability, logit, deferred
 
     # ---- queries ------------------------------------------------------------------------------
     def pairwise(self, a, b, poses_a: torch.Tensor, poses_b: torch.Tensor) -> PairResult:
@@ -293,12 +297,12 @@ class CollisionChecker(nn.Module):
         if not self.learned:
             signed, hit = self._signed(ids_a, ids_b, pa, pb)
             return PairResult(hit.reshape(shape), hit.reshape(shape).to(signed.dtype), None, signed.reshape(shape))
-        logit = self._logits(ids_a, ids_b, pa, pb)
-        if self.backend != "hybrid":
-            logit = logit.reshape(shape)
-            return PairResult(logit > 0, torch.sigmoid(logit), logit, None)
-        colliding, probability, signed, deferred = self._hybrid(logit, ids_a, ids_b, pa, pb)
-        return PairResult(*(t.reshape(shape) for t in (colliding, probability, logit, signed, deferred)))
+        if self.backend == "hybrid":
+            colliding, probability, logit, deferred = self._hybrid(ids_a, ids_b, pa, pb)
+            return PairResult(*(t.reshape(shape) for t in (colliding, probability, logit)), None,
+                              deferred.reshape(shape))
+        logit = self._logits(ids_a, ids_b, pa, pb).reshape(shape)
+        return PairResult(logit > 0, torch.sigmoid(logit), logit, None)
 
     def _world_pairs(self, mesh, poses, env_idx):
         poses = self._poses(poses, "poses")
@@ -342,8 +346,11 @@ class CollisionChecker(nn.Module):
         """Mesh `mesh` (name/id, or (...) ids) at poses (..., 7) against every enabled obstacle of
         environment env_idx (...) (int, tensor, or None for environment 0)."""
         shape, ids, poses, obs_ids, obs_poses, enabled, env = self._world_pairs(mesh, poses, env_idx)
-        per, hit = self._per_obstacle(ids, poses, obs_ids, obs_poses, enabled)
-        result = self._world_result(shape, ids, poses, obs_ids, obs_poses, per, hit)
+        if self.backend == "hybrid":
+            result = self._hybrid_world(shape, ids, poses, obs_ids, obs_poses, enabled)
+        else:
+            per, hit = self._per_obstacle(ids, poses, obs_ids, obs_poses, enabled)
+            result = self._world_result(shape, per, hit)
         grid = self._grid(ids, poses, env)
         if grid is None:
             return result
@@ -355,20 +362,18 @@ class CollisionChecker(nn.Module):
                                probability=torch.maximum(result.probability, inside.to(result.probability.dtype)),
                                signed_distance=signed, per_grid=grid.reshape(*shape, -1))
 
-    def _world_result(self, shape, ids, poses, obs_ids, obs_poses, per, hit) -> WorldResult:
-        """world_query over the mesh-view slots."""
+    def _hybrid_world(self, shape, ids, poses, obs_ids, obs_poses, enabled) -> WorldResult:
+        """world_query over the mesh-view slots, hybrid: decided per slot, then the any."""
+        n = obs_ids.shape[-1]
+        slot, prob, logit, deferred = self._hybrid(ids, obs_ids.reshape(-1), poses, obs_poses.reshape(-1, 7),
+                                                   per_a=n, live=enabled.reshape(-1))
+        slot, prob = slot.reshape(-1, n).any(-1), prob.reshape(-1, n).max(-1).values
+        return WorldResult(slot.reshape(shape), prob.reshape(shape), None, logit.reshape(*shape, n),
+                           deferred.reshape(*shape, n))
+
+    def _world_result(self, shape, per, hit) -> WorldResult:
+        """world_query over the mesh-view slots, learned or exact."""
         n = per.shape[-1]
-        if self.backend == "hybrid":
-            # Per slot, then the any. A deferred slot is checked even beside a confident hit in the
-            # same query, so `deferred` and the signed distances mean the same in every query.
-            # Disabled slots hold logit -inf: never deferred (`defer`), never colliding,
-            # probability 0.
-            slot, prob, signed, deferred = self._hybrid(per, ids, obs_ids.reshape(-1), poses,
-                                                        obs_poses.reshape(-1, 7), per_a=n)
-            signed = torch.where(deferred, signed, float("inf")).min(-1).values
-            signed = torch.where(deferred.any(-1), signed, float("nan"))
-            return WorldResult(slot.any(-1).reshape(shape), prob.max(-1).values.reshape(shape),
-                               signed.reshape(shape), per.reshape(*shape, n), deferred.reshape(*shape, n))
         if self.learned:
             best = per.max(-1).values
             return WorldResult((best > 0).reshape(shape), torch.sigmoid(best).reshape(shape), None,

@@ -25,7 +25,7 @@ import math
 
 import torch
 
-__all__ = ["choose_tau", "defer", "hybrid_summary", "hybrid_verdict"]
+__all__ = ["certified_verdicts", "choose_tau", "defer", "hybrid_summary", "hybrid_verdict"]
 
 
 def defer(logit: torch.Tensor, tau: float, separated: torch.Tensor | None = None) -> torch.Tensor:
@@ -46,6 +46,30 @@ def hybrid_verdict(logit: torch.Tensor, deferred: torch.Tensor, exact: torch.Ten
     elsewhere."""
     out = torch.where(deferred, exact, logit > 0)
     return out if separated is None else out & ~separated
+
+
+def certified_verdicts(separated: torch.Tensor, logits_at, collide_at, tau: float, dtype: torch.dtype,
+                       live: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The hybrid's verdicts on K queries, each part run only where it decides something: the
+    network on the queries whose hulls are not certified apart, the exact check on those `defer`
+    picks among them (on real meshes an exact check costs as much as the network, so the hulls'
+    certificate, a few microseconds, halves the work on pairs near contact).
+
+    separated (K,) bool: `hulls_separated`; logits_at(rows) -> (R,) logits and collide_at(rows) ->
+    (R,) bool exact verdicts of the queries `rows` (R,) int64; dtype: the logits'; live (K,) bool or
+    None (all): the queries to answer (e.g. enabled slots). Returns (colliding (K,) bool, logit (K,)
+    with -inf where separated or not live, deferred (K,) bool). Syncs (which rows run is data)."""
+    skip = separated if live is None else separated | ~live
+    logit = torch.full(separated.shape, -math.inf, dtype=dtype, device=separated.device)
+    rows = torch.nonzero(~skip).squeeze(1)
+    if rows.numel():
+        logit[rows] = logits_at(rows)
+    deferred = defer(logit, tau)  # -inf, the skipped queries, is never deferred
+    exact = torch.zeros_like(deferred)
+    rows = torch.nonzero(deferred).squeeze(1)
+    if rows.numel():
+        exact[rows] = collide_at(rows)
+    return hybrid_verdict(logit, deferred, exact), logit, deferred
 
 
 def _validation(logits, labels) -> tuple[torch.Tensor, torch.Tensor]:

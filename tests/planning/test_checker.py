@@ -418,6 +418,7 @@ def test_frame_averaged_logits_are_the_mean_over_turned_objects(world64):
     hybrid = CollisionChecker(world64, "hybrid", net, tau=tau, frames=3).pairwise(ids_a, ids_b, pa, pb)
     apart = hulls_separated(world64.library, ids_a, ids_b, pa, pb)
     torch.testing.assert_close(hybrid.deferred, defer(got, tau, apart))
+    torch.testing.assert_close(hybrid.logit[~apart], got[~apart])  # the frames' mean on the pairs it runs
 
 
 def test_frames_argument_is_checked(world, trained):

@@ -5,7 +5,7 @@ import torch
 
 from contactnet.ops.mesh_query import hulls_separated
 from contactnet.planning import CollisionChecker, CollisionWorld, choose_tau, hybrid_summary
-from contactnet.planning.hybrid import defer, hybrid_verdict
+from contactnet.planning.hybrid import certified_verdicts, defer, hybrid_verdict
 from tests.ops.mesh_cases import box_mesh
 from tests.planning.scenes import make_world, random_pairs, tiny_net
 
@@ -52,7 +52,7 @@ def test_pairwise_is_exact_where_deferred_free_where_hulls_are_apart_and_learned
     e, l = exact.pairwise(ids_a, ids_b, pa, pb), learned.pairwise(ids_a, ids_b, pa, pb)
     # A (20, 20) batch: the result keeps the batch shape.
     h = hybrid.pairwise(ids_a.view(20, 20), ids_b.view(20, 20), pa.view(20, 20, 7), pb.view(20, 20, 7))
-    h = type(h)(*(t.reshape(-1) for t in h))
+    h = type(h)(*(None if t is None else t.reshape(-1) for t in h))
     d, apart = h.deferred, hulls_separated(world.library, ids_a, ids_b, pa, pb)
     assert apart.any() and not e.colliding[apart].any()  # the certificate holds
     assert torch.equal(d, defer(l.logit, TAU, apart))
@@ -65,9 +65,9 @@ def test_pairwise_is_exact_where_deferred_free_where_hulls_are_apart_and_learned
     assert h.colliding[e.colliding].all()  # never a missed collision
     assert torch.equal(h.probability[d | apart], e.probability[d | apart])
     torch.testing.assert_close(h.probability[kept], l.probability[kept])
-    torch.testing.assert_close(h.logit, l.logit)
-    torch.testing.assert_close(h.signed_distance[d], e.signed_distance[d], **SD)
-    assert h.signed_distance[~d].isnan().all()
+    # The network runs only where the hulls are not certified apart; the exact check gives verdicts only.
+    torch.testing.assert_close(h.logit[~apart], l.logit[~apart])
+    assert h.logit[apart].isneginf().all() and h.signed_distance is None
 
 
 def test_world_query_is_decided_per_obstacle_slot(scene, trained):
@@ -81,6 +81,7 @@ def test_world_query_is_decided_per_obstacle_slot(scene, trained):
                             poses[:, None].expand(-1, n, 7).reshape(-1, 7),
                             w.obstacle_pose[env].reshape(-1, 7)).reshape(d.shape)
     assert torch.equal(d, enabled & defer(l.per_obstacle, TAU, apart))
+    assert not (d & apart).any()
     exact_slot, learned_slot = e.per_obstacle < 0, l.per_obstacle > 0
     wrong = enabled & (exact_slot != learned_slot)
     assert (wrong & d).any() and (wrong & ~d).any()
@@ -88,14 +89,12 @@ def test_world_query_is_decided_per_obstacle_slot(scene, trained):
     assert torch.equal(h.colliding, expected)
     # Neither pure backend's verdict: the merge is per slot.
     assert not torch.equal(h.colliding, e.colliding) and not torch.equal(h.colliding, l.colliding)
-    torch.testing.assert_close(h.per_obstacle, l.per_obstacle)
+    run = enabled & ~apart  # the slots the network saw
+    assert run.any() and (enabled & apart).any()
+    torch.testing.assert_close(h.per_obstacle[run], l.per_obstacle[run])
+    assert h.per_obstacle[~run].isneginf().all() and h.signed_distance is None
     prob = torch.where(d, exact_slot.float(), torch.where(apart, 0.0, torch.sigmoid(l.per_obstacle))).max(-1).values
     torch.testing.assert_close(h.probability, prob)
-    signed = torch.where(d, e.per_obstacle, math.inf).min(-1).values
-    some = d.any(-1)
-    assert some.any() and not some.all()
-    torch.testing.assert_close(h.signed_distance[some], signed[some], **SD)
-    assert h.signed_distance[~some].isnan().all()
 
 
 def test_huge_tau_is_the_exact_backend_with_hull_certified_pairs_skipped(world, scene, trained):
@@ -105,7 +104,6 @@ def test_huge_tau_is_the_exact_backend_with_hull_certified_pairs_skipped(world, 
     apart = hulls_separated(world.library, ids_a, ids_b, pa, pb)
     assert apart.any() and torch.equal(h.deferred, ~apart)
     assert torch.equal(h.colliding, e.colliding) and torch.equal(h.probability, e.probability)
-    torch.testing.assert_close(h.signed_distance[~apart], e.signed_distance[~apart], **SD)
     w, ids, poses, env = scene
     e = CollisionChecker(w, "exact").world_query(ids, poses, env)
     h = CollisionChecker(w, "hybrid", trained, tau=math.inf).world_query(ids, poses, env)
@@ -273,3 +271,37 @@ def test_hybrid_checks_a_confident_free_verdict_exactly_and_certifies_pairs_apar
                             torch.stack([inside, _pose(-0.05), apart]))
         assert r.colliding.tolist() == [True, True, False]
         assert r.deferred.tolist() == ([True, True, False] if value < 0 else [False, False, False])
+
+
+def test_certified_verdicts_run_each_part_only_where_it_decides():
+    """The network sees only live queries whose hulls are not certified apart; the exact check
+    only the deferred ones; the verdicts are `hybrid_verdict`'s on the full logits."""
+    g = torch.Generator().manual_seed(3)
+    k = 400
+    separated = torch.rand(k, generator=g) < 0.4
+    live = torch.rand(k, generator=g) < 0.9
+    full = torch.randn(k, generator=g) * 3
+    truth = torch.rand(k, generator=g) < 0.5
+    seen = {}
+
+    def logits_at(rows):
+        seen["net"] = rows
+        return full[rows]
+
+    def collide_at(rows):
+        seen["exact"] = rows
+        return truth[rows]
+
+    colliding, logit, deferred = certified_verdicts(separated, logits_at, collide_at, TAU, torch.float32, live)
+    assert torch.equal(seen["net"], torch.nonzero(live & ~separated).squeeze(1))
+    assert torch.equal(seen["exact"], torch.nonzero(deferred).squeeze(1))
+    run = live & ~separated
+    assert torch.equal(logit[run], full[run]) and logit[~run].isneginf().all()
+    want = defer(full, TAU, separated) & live
+    assert torch.equal(deferred, want)
+    assert torch.equal(colliding, hybrid_verdict(full, want, truth, separated) & live)
+    # Nothing to run: neither part is called.
+    seen.clear()
+    colliding, logit, deferred = certified_verdicts(torch.ones(5, dtype=torch.bool), logits_at, collide_at, TAU,
+                                                    torch.float64)
+    assert not seen and not colliding.any() and not deferred.any() and logit.dtype == torch.float64
