@@ -13,7 +13,7 @@ from contactnet.geometry.winding import surface_dipoles
 
 class ShapeEmbedding(NamedTuple):
     features: torch.Tensor  # (..., F, M, M, M) per-cell features
-    aabb: torch.Tensor  # (..., 2, 3) min / max corners of the grid's box, object frame, metres
+    aabb: torch.Tensor  # (..., 2, 3) min / max corners of the grid's box (`grid_box`), object frame, metres
     # (..., M³) points per cell (x-major like features.flatten(-3)): where the object has surface,
     # which LOCC ranks its co-occupancy sites by; None where a caller built the embedding without it.
     occupancy: torch.Tensor | None = None
@@ -33,17 +33,35 @@ def _conv(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
     return nn.Sequential(nn.Conv3d(cin, cout, 3, stride=stride, padding=1), nn.GroupNorm(8, cout), nn.ReLU())
 
 
+def grid_box(aabb: torch.Tensor, min_aspect: float) -> torch.Tensor:
+    """The box (..., 2, 3) an object's grid spans: `aabb` (..., 2, 3) with every side shorter than
+    `min_aspect` of its longest grown about its centre to that length. A flat or thin object (a
+    plane, a plate, a blade, a rod) otherwise spans a box of (near) zero thickness, in which another
+    object's points crossing it are never inside, so LOCC's crop and co-occupancy see nothing of a
+    collision with it (docs/results.md, "Flat and thin objects"). Sides already long enough keep
+    their bounds bit for bit. No host sync."""
+    lo, hi = aabb[..., 0, :], aabb[..., 1, :]
+    extent = hi - lo
+    grow = (min_aspect * extent.amax(-1, keepdim=True) - extent).clamp_min(0) / 2  # 0: x ± 0 is x
+    return torch.stack([lo - grow, hi + grow], -2)
+
+
 class ShapeEncoder(nn.Module):
     """points, normals (B, K, 3) in the object frame [+ aabb (B, 2, 3)] → ShapeEmbedding.
 
-    grid M (paper 6), hidden H (paper 256), features F (paper 64).
+    grid M (paper 6), hidden H (paper 256), features F (paper 64); min_aspect: each side of the
+    box the grid spans is at least this fraction of its longest (`grid_box`; 0.04, 1:25, just under
+    the flattest box of the procedural training families, 1:20, whose boxes it leaves as they are).
     """
 
-    def __init__(self, grid: int = 6, hidden: int = 256, features: int = 64, channels: int = 64):
+    def __init__(self, grid: int = 6, hidden: int = 256, features: int = 64, channels: int = 64,
+                 min_aspect: float = 0.04):
         super().__init__()
         if grid < 2 or grid % 2:
             raise ValueError(f"grid: expected an even size >= 2 (the U-Net halves it), got {grid}")
-        self.grid, self.hidden, self.features = grid, hidden, features
+        if isinstance(min_aspect, bool) or not isinstance(min_aspect, (int, float)) or not 0 <= min_aspect <= 1:
+            raise ValueError(f"min_aspect: expected a fraction in [0, 1] of the box's longest side, got {min_aspect!r}")
+        self.grid, self.hidden, self.features, self.min_aspect = grid, hidden, features, float(min_aspect)
         # Per point: object-frame position, position in box units ([-1, 1]), normal.
         self.point_mlp = nn.Sequential(nn.Linear(9, hidden // 2), nn.ReLU(), nn.Linear(hidden // 2, hidden), nn.ReLU())
         self.enc = _conv(hidden, channels)
@@ -60,6 +78,7 @@ class ShapeEncoder(nn.Module):
                              f"and {tuple(normals.shape)}")
         if aabb is None:
             aabb = torch.stack([points.amin(1), points.amax(1)], 1)
+        aabb = grid_box(aabb, self.min_aspect)
         b, k, _ = points.shape
         m = self.grid
         lo, hi = aabb[:, 0:1], aabb[:, 1:2]

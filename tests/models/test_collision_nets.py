@@ -265,6 +265,39 @@ def test_locc_compiles_without_graph_breaks(cls):
                                    net.predict(_grouped(emb), _grouped(emb), pa, pb), atol=1e-5, rtol=1e-5)
 
 
+def test_grid_box_gives_flat_and_thin_objects_a_thickness_and_leaves_the_rest_as_they_are():
+    from contactnet.models.encoder import grid_box
+    from contactnet.models.geometry import point_coordinates
+
+    boxes = torch.tensor([[[-0.1, -0.1, 0.0], [0.1, 0.1, 0.0]],  # a plane: no thickness
+                          [[0.0, 0.0, 0.0], [0.003, 0.003, 0.3]],  # a rod, 1:100
+                          [[-0.05, -0.03, -0.08], [0.05, 0.03, 0.08]],  # a box: unchanged
+                          [[0.2, 0.2, 0.2], [0.2, 0.2, 0.2]]])  # a point: nothing to scale by
+    grown = grid_box(boxes, 0.04)
+    extent, centre = grown[:, 1] - grown[:, 0], grown.mean(1)
+    torch.testing.assert_close(extent[0], torch.tensor([0.2, 0.2, 0.008]))
+    torch.testing.assert_close(extent[1], torch.tensor([0.012, 0.012, 0.3]))
+    torch.testing.assert_close(centre[:2], boxes[:2].mean(1))
+    assert torch.equal(grown[2:], boxes[2:])  # bit for bit
+    assert torch.equal(grid_box(boxes, 0.0), boxes)
+    # The encoder spans that box; a box crossing the plane then has surface points inside the plane's box
+    # (what LOCC's crop and co-occupancy read), and none at all without it.
+    plane = torch.rand(1, 300, 3, generator=torch.Generator().manual_seed(0)) * 0.2 - 0.1
+    plane[..., 2] = 0
+    normals = torch.tensor([0.0, 0.0, 1.0]).expand_as(plane)
+    crossing, _ = _clouds(1, k=300)  # a 10 x 6 x 16 cm box cloud, centred on the plane
+    pose_plane, pose_box = torch.tensor([[0.0, 0, 0, 1, 0, 0, 0]]), torch.tensor([[0.0, 0, 0.01, 1, 0, 0, 0]])
+    for aspect, expect_inside in ((0.0, False), (0.04, True)):
+        encoder = ShapeEncoder(grid=4, hidden=16, features=8, channels=8, min_aspect=aspect)
+        emb = encoder(plane, normals, boxes[:1])
+        torch.testing.assert_close(emb.aabb, grid_box(boxes[:1], aspect))
+        coords = point_coordinates(crossing, pose_box, pose_plane, emb.aabb)
+        inside = (coords.abs() <= 1).all(-1).any()
+        assert bool(inside) == expect_inside
+    with pytest.raises(ValueError, match="min_aspect"):
+        ShapeEncoder(min_aspect=1.5)
+
+
 def test_bad_inputs():
     net = _small_net(LOCC)
     with pytest.raises(ValueError, match="points, normals"):
