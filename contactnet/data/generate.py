@@ -123,7 +123,8 @@ def generate(data: DictConfig, out_dir: str | Path, split: str | None = None, sh
     CPU processes label shards in parallel; on a GPU (`device`) one process labels them all."""
     out = Path(out_dir)
     device = resolve_device(device)
-    object_spec = hydra.utils.instantiate(data.objects)
+    # Plain lists, not ListConfigs: the spec is written to the set's JSON manifest.
+    object_spec = hydra.utils.instantiate(data.objects, _convert_="all")
     build_object_set(object_spec, out / "objects", progress=progress)
     objects = load_object_set(out / "objects")
     lib = object_library(objects, device)

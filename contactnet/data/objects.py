@@ -21,6 +21,7 @@ object lists never include them.
 """
 
 import argparse
+import json
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -131,6 +132,15 @@ def _build_object_set(spec: ObjectSetSpec, out_dir: Path, progress: bool) -> dic
         skipped = folder.skipped
         sources = [(m.name, Path(m.path).parent.name if folder.layout == "files" else m.name,
                     m.path, lambda m=m: (m.vertices, m.faces)) for m in meshes]
+
+    finished = out_dir / "manifest.json"
+    if finished.exists():  # a complete set: the same objects, or a clear error (not ids that point elsewhere)
+        built = [o["name"] for o in json.loads(finished.read_text())["objects"] if not o["name"].endswith("@inner")]
+        if built != [name for name, *_ in sources]:
+            added, dropped = sorted({n for n, *_ in sources} - set(built)), sorted(set(built) - {n for n, *_ in sources})
+            raise ValueError(f"out_dir: {out_dir} holds an object set built with other objects (to add: {added[:6]}, "
+                             f"not in the spec: {dropped[:6]}; the default families changed?); delete the data folder "
+                             "or give the data config another name")
 
     table = []
     for index, (name, family, source, make) in enumerate(tqdm(sources, desc="objects", disable=not progress)):

@@ -4,7 +4,8 @@ Every family builds a watertight solid from manifold3d primitives and booleans, 
 refines it to a few hundred to a few thousand triangles, scales it so its largest AABB side is
 5–25 cm, and centres it on its AABB centre (the object frame of docs/design.md). Families are the
 unit of the known/unknown split. The default set (`DEFAULT_FAMILIES`, what every data config
-builds) has real concavities in every family (cavities, holes, re-entrant corners); four more
+builds) has real concavities in every family (cavities, holes, re-entrant corners) and, in
+`thin`, the flat and slender objects real scenes hold (sheets, blades, washers, sticks); four more
 (vessels, superquadrics, drilled blocks, twisted extrusions) widen the variety for nets that must
 generalise past it, e.g. the single-view completion's back surface.
 
@@ -266,8 +267,38 @@ def extruded_outline(rng):
     return _polygon(outline).extrude(rng.uniform(0.2, 1.0), 8, rng.uniform(0.0, 90.0), list(rng.uniform(0.5, 1.2, 2)))
 
 
+def thin(rng):
+    """Flat and slender things (sheets, plates, blades, washers, bent sheet, sticks): one side 1:20
+    to 1:80 of the longest, or a stick 1:15 to 1:40 across; what the other families never are."""
+    m = _manifold()
+    kind = int(rng.integers(5))
+    t = rng.uniform(1 / 80, 1 / 20)  # thickness, of a longest side of about 1
+    if kind == 0:  # a plate or sheet: a rounded random outline
+        n = int(rng.integers(4, 10))
+        angles = np.sort(rng.uniform(0, 2 * np.pi, n))
+        outline = np.stack([np.cos(angles), rng.uniform(0.3, 1.0) * np.sin(angles)], 1) * 0.5
+        return _polygon(outline).offset(0.05, m.JoinType.Round).extrude(t)
+    if kind == 1:  # a blade: long, tapered to a tip, with a handle block
+        w = rng.uniform(0.08, 0.2)
+        blade = _extrude([(0, 0), (0.7, 0), (1.0, w * 0.2), (0.7, w), (0, w)], t)
+        handle = _cube([0.35, w * 1.1, t * rng.uniform(1.5, 3.0)], center=False).translate([-0.3, -w * 0.05, 0])
+        return blade + handle
+    if kind == 2:  # a washer or thin disc with holes
+        disc = _cylinder(t, 0.5, 48)
+        return disc - _cylinder(1.0, rng.uniform(0.1, 0.3), 32)
+    if kind == 3:  # bent sheet: an angle or channel of thin wall
+        a, b = rng.uniform(0.5, 1.0), rng.uniform(0.3, 0.8)
+        return _extrude([(0, 0), (a, 0), (a, t), (t, t), (t, b), (0, b)], rng.uniform(0.3, 1.0))
+    # a stick: a rod, straight or with a bend
+    r = rng.uniform(1 / 80, 1 / 30)
+    stick = _cylinder(1.0, r, 16, center=False)
+    if rng.random() < 0.5:
+        return stick
+    return stick + _cylinder(0.4, r, 16, center=False).rotate([0.0, float(rng.uniform(30, 90)), 0.0])
+
+
 _DEFAULT = (bowl, cup, mug, tray, open_box, ring, l_bracket, t_bracket, u_bracket, hook, star_prism, gear_prism, comb,
-            random_union, egad_like)
+            random_union, egad_like, thin)
 _WIDER = (vessel, superquadric, drilled_block, extruded_outline)
 FAMILIES: dict[str, Callable] = {f.__name__: f for f in _DEFAULT + _WIDER}
 # What an object set without a family list holds (every data config's).

@@ -23,6 +23,16 @@ def _cfg(tmp_path, *overrides):
         return compose("generate", overrides=["data=procedural_tiny", f"out_dir={tmp_path}", "progress=false", *overrides])
 
 
+def test_a_family_list_in_the_config_is_taken(tmp_path):
+    """`objects.families` given in a data config (a Hydra ListConfig) builds those families."""
+    from contactnet.data.objects import load_object_set
+
+    run(_cfg(tmp_path, "data.objects.families=[mug,hook,thin]", "data.unknown_families=[hook]"))
+    objects = load_object_set(tmp_path / "objects")
+    assert set(objects.families) == {"mug", "hook", "thin"}
+    assert objects.manifest["spec"]["families"] == ["mug", "hook", "thin"]
+
+
 def test_generate_all_splits(tmp_path):
     manifests = run(_cfg(tmp_path))
     assert set(manifests) == {"train", "val", "test_known", "test_unknown", "boundary_known", "boundary_unknown",

@@ -38,6 +38,18 @@ def test_build_load_and_resume(tmp_path):
     assert (tmp_path / "objects" / "mug_000.npz").stat().st_mtime_ns == untouched
 
 
+def test_a_finished_set_refuses_other_objects_rather_than_shifting_ids(tmp_path):
+    """A complete set rebuilt with other objects (e.g. the default families changed) is a named
+    error: appending them would move the inner copies' ids under the shards that use them."""
+    spec = ObjectSetSpec(families=["mug"], objects_per_family=1, num_points=32)
+    manifest = build_object_set(spec, tmp_path, progress=False)
+    assert build_object_set(spec, tmp_path, progress=False) == manifest  # the same objects: fine
+    with pytest.raises(ValueError, match=r"other objects \(to add: \['ring_000'\]"):
+        build_object_set(ObjectSetSpec(families=["mug", "ring"], objects_per_family=1, num_points=32), tmp_path,
+                         progress=False)
+    assert json.loads((tmp_path / "manifest.json").read_text()) == json.loads(json.dumps(manifest))  # left as it was
+
+
 def test_a_set_without_families_holds_the_default_ones_only(tmp_path):
     # Every data config leaves `families` out: the wider families must not change its objects.
     spec = ObjectSetSpec(objects_per_family=1, num_points=16, inner_scale=None)
