@@ -104,6 +104,7 @@ def main(argv=None) -> None:
     from contactnet.data.objects import load_object_set
     from contactnet.models import load_model
     from contactnet.training.evaluate import predict_split
+    from contactnet.training.metrics import collision_report
 
     source, data_dir = Path(args.robosuite), Path(args.data_dir)
     if not (source / "objects").is_dir():
@@ -123,9 +124,8 @@ def main(argv=None) -> None:
             row = {"net": label, "set": name}
             for split in SPLITS:
                 s = predict_split(net, root, split, objects=objects)
-                pred, lab = s["logit"] > 0, s["label"]
-                tpr, tnr = float((pred & lab).sum() / lab.sum()), float((~pred & ~lab).sum() / (~lab).sum())
-                row[split] = f"{(tpr + tnr) / 2:.3f} ({tpr:.3f} / {tnr:.3f})"
+                r = collision_report(torch.sigmoid(s["logit"]), s["label"], s["signed_distance"])
+                row[split] = f"{r['balanced_acc']:.3f} ({r['tpr']:.3f} / {r['tnr']:.3f})"
             rows.append(row)
         del net
         torch.cuda.empty_cache()

@@ -136,8 +136,9 @@ def _build_object_set(spec: ObjectSetSpec, out_dir: Path, progress: bool) -> dic
     finished = out_dir / "manifest.json"
     if finished.exists():  # a complete set: the same objects, or a clear error (not ids that point elsewhere)
         built = [o["name"] for o in json.loads(finished.read_text())["objects"] if not o["name"].endswith("@inner")]
-        if built != [name for name, *_ in sources]:
-            added, dropped = sorted({n for n, *_ in sources} - set(built)), sorted(set(built) - {n for n, *_ in sources})
+        wanted = [name for name, *_ in sources]
+        if built != wanted:
+            added, dropped = sorted(set(wanted) - set(built)), sorted(set(built) - set(wanted))
             raise ValueError(f"out_dir: {out_dir} holds an object set built with other objects (to add: {added[:6]}, "
                              f"not in the spec: {dropped[:6]}; the default families changed?); delete the data folder "
                              "or give the data config another name")
