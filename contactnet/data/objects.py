@@ -37,13 +37,17 @@ from contactnet.geometry.convex_hulls import ConvexHulls, build_convex_hulls
 from contactnet.geometry.sampling import sample_surface_even
 
 
+# The spec's fields that shape a finished set's clouds and inner copies: a set built with others is refused.
+CLOUD_FIELDS = ("seed", "num_points", "scale", "inner_scale")
+
+
 @dataclass
 class ObjectSetSpec:
     source: str = "procedural"  # "procedural" or a folder of meshes
     families: list[str] | None = None  # procedural only; None = DEFAULT_FAMILIES
     objects_per_family: int = 8  # procedural only
     seed: int = 0
-    num_points: int = 1500  # K surface samples per object
+    num_points: int = 3000  # K surface samples per object (the paper's 1,500: docs/results.md)
     scale: float = 1.0  # folder only: the paper also tests 0.7x-2x
     inner_scale: tuple[float, float] | None = (0.2, 0.5)  # scale range of the inner copies; None: none
 
@@ -135,7 +139,14 @@ def _build_object_set(spec: ObjectSetSpec, out_dir: Path, progress: bool) -> dic
 
     finished = out_dir / "manifest.json"
     if finished.exists():  # a complete set: the same objects, or a clear error (not ids that point elsewhere)
-        built = [o["name"] for o in json.loads(finished.read_text())["objects"] if not o["name"].endswith("@inner")]
+        stored = json.loads(finished.read_text())
+        wanted_spec = json.loads(json.dumps(asdict(spec)))  # as stored: tuples become lists
+        changed = [f"{key} {stored['spec'].get(key)} -> {wanted_spec[key]}" for key in CLOUD_FIELDS
+                   if stored["spec"].get(key) != wanted_spec[key]]
+        if changed:
+            raise ValueError(f"out_dir: {out_dir} holds an object set built with other settings ({', '.join(changed)}); "
+                             "delete the data folder or give the data config another name")
+        built = [o["name"] for o in stored["objects"] if not o["name"].endswith("@inner")]
         wanted = [name for name, *_ in sources]
         if built != wanted:
             added, dropped = sorted(set(wanted) - set(built)), sorted(set(built) - set(wanted))
@@ -149,6 +160,9 @@ def _build_object_set(spec: ObjectSetSpec, out_dir: Path, progress: bool) -> dic
         if path.exists():  # finished by an earlier (possibly interrupted) run
             with np.load(path) as cached:
                 n_vertices, n_faces, aabb = len(cached["vertices"]), len(cached["faces"]), cached["aabb"]
+                if len(cached["points"]) != spec.num_points:  # an interrupted run of another config
+                    raise ValueError(f"out_dir: {path} holds {len(cached['points'])} points, the spec asks "
+                                     f"num_points {spec.num_points}; delete the data folder or rename the config")
         else:
             vertices, faces = make()
             points, normals, _ = sample_surface_even(vertices, faces, spec.num_points, seed=spec.seed + index)
@@ -217,7 +231,7 @@ def main(argv=None) -> None:
     parser.add_argument("--families", nargs="*", default=None, help=f"procedural families {sorted(FAMILIES)}")
     parser.add_argument("--objects-per-family", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--num-points", type=int, default=1500)
+    parser.add_argument("--num-points", type=int, default=ObjectSetSpec.num_points)
     parser.add_argument("--scale", type=float, default=1.0)
     args = parser.parse_args(argv)
     spec = ObjectSetSpec(source=args.mesh_folder or "procedural", families=args.families,

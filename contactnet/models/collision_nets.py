@@ -32,9 +32,9 @@ from contactnet.ops.locc_cooccupancy import locc_point_cooccupancy
 
 
 CROSS_CHUNK = 2048  # queries per slice of the indexed co-occupancy term (torch composition)
-# Queries per call of the fused surface-point term: its scratch is K ranks per query, read only by
-# queries that keep more than cross_points points (about 200 MB at 1,500 points, mostly untouched).
-FUSED_CHUNK = 16384
+# Queries per call of the fused surface-point term: its scratch is K ranks and K indices per query,
+# touched only as far as a query keeps points (about 200 MB at 3,000 points, mostly untouched).
+FUSED_CHUNK = 8192
 
 
 class TableProjection(NamedTuple):

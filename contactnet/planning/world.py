@@ -68,15 +68,15 @@ class CollisionWorld:
 
     num_envs: E environments; max_obstacles: N slots per environment; dtype: float32/float64 of
     poses and exact queries; num_points: K surface samples (with normals) per mesh, the learned
-    models' input (the paper's K = 1500); seed: the sampling seed; cache: sphere-query slots per
-    environment per family ({"primitive", "mesh", "point_cloud", "voxel_grid"} -> int, each
-    max_obstacles unless given); tessellation_tol: metres, how far outside a curved primitive its
+    models' input (3,000 as in the built-in data; the paper's 1,500); seed: the sampling seed;
+    cache: sphere-query slots per environment per family ({"primitive", "mesh", "point_cloud",
+    "voxel_grid"} -> int, each max_obstacles unless given); tessellation_tol: metres, how far outside a curved primitive its
     mesh view may lie; probe_spacing (metres) / probe_max_points: the probe through which query
     meshes see voxel grids (grid_probe.py), built on first use.
     """
 
     def __init__(self, num_envs: int = 1, max_obstacles: int = 16, device: torch.device | str = "cpu",
-                 dtype: torch.dtype = torch.float32, num_points: int = 1500, seed: int = 0,
+                 dtype: torch.dtype = torch.float32, num_points: int = 3000, seed: int = 0,
                  cache: dict | None = None, tessellation_tol: float = 1e-3, probe_spacing: float = 0.02,
                  probe_max_points: int = 2048):
         for name, v in (("num_envs", num_envs), ("max_obstacles", max_obstacles), ("num_points", num_points)):

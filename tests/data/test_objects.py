@@ -50,6 +50,21 @@ def test_a_finished_set_refuses_other_objects_rather_than_shifting_ids(tmp_path)
     assert json.loads((tmp_path / "manifest.json").read_text()) == json.loads(json.dumps(manifest))  # left as it was
 
 
+def test_a_set_built_with_another_cloud_size_is_refused_not_reused(tmp_path):
+    """The default cloud size changed (1,500 -> 3,000): a finished set, or an interrupted one's
+    object files, sampled at another K is a named error rather than clouds of the wrong size."""
+    spec = ObjectSetSpec(families=["mug"], objects_per_family=1, num_points=32)
+    build_object_set(spec, tmp_path / "finished", progress=False)
+    with pytest.raises(ValueError, match=r"other settings \(num_points 32 -> 64\)"):
+        build_object_set(ObjectSetSpec(families=["mug"], objects_per_family=1, num_points=64), tmp_path / "finished",
+                         progress=False)
+    build_object_set(spec, tmp_path / "interrupted", progress=False)
+    (tmp_path / "interrupted" / "manifest.json").unlink()
+    with pytest.raises(ValueError, match="mug_000.npz holds 32 points, the spec asks num_points 64"):
+        build_object_set(ObjectSetSpec(families=["mug"], objects_per_family=1, num_points=64),
+                         tmp_path / "interrupted", progress=False)
+
+
 def test_a_set_without_families_holds_the_default_ones_only(tmp_path):
     # Every data config leaves `families` out: the wider families must not change its objects.
     spec = ObjectSetSpec(objects_per_family=1, num_points=16, inner_scale=None)

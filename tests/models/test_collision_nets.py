@@ -104,6 +104,27 @@ def test_encoder_grid_is_the_per_cell_max_of_point_features():
     torch.testing.assert_close(got, want)
 
 
+def test_the_probed_points_come_in_cell_order_and_give_the_logits_of_the_sampling_order():
+    """The embedding's points are the cloud's, sorted by the cell they fall in (what keeps a query's
+    kept points together in memory); the order is a layout only: the logits of the default design,
+    fused and torch, equal those of the points in the order they were sampled."""
+    net = _small_net(LOCC_CONTAINED).eval()
+    points, normals = _clouds(3, k=300, seed=7)
+    emb = net.encode(points, normals)
+    cells = ((points - emb.aabb[:, :1]) / (emb.aabb[:, 1:] - emb.aabb[:, :1]) * 4).long().clamp(0, 3)
+    flat = (cells[..., 0] * 4 + cells[..., 1]) * 4 + cells[..., 2]
+    order = flat.argsort(dim=1, stable=True)
+    assert not torch.equal(order, torch.arange(300).expand(3, 300))  # a real reordering
+    torch.testing.assert_close(emb.points, points.gather(1, order[..., None].expand(-1, -1, 3)), rtol=0, atol=0)
+    sampled = emb._replace(points=points)
+    ids_a, ids_b = torch.tensor([0, 1, 2, 0] * 16), torch.tensor([1, 2, 0, 0] * 16)
+    pose_a, pose_b = _poses((64,), seed=1, spread=0.03), _poses((64,), seed=2, spread=0.03)
+    with torch.no_grad():
+        got = net.predict_indexed(emb, ids_a, ids_b, pose_a, pose_b)
+        torch.testing.assert_close(got, net.predict_indexed(sampled, ids_a, ids_b, pose_a, pose_b))
+        torch.testing.assert_close(net.predict(_rows(emb, ids_a), _rows(emb, ids_b), pose_a, pose_b), got)
+
+
 @pytest.mark.parametrize("cls", NETS)
 def test_indexed_prediction_equals_broadcast_prediction(cls, monkeypatch):
     """predict_indexed over a table of cached embeddings == predict on gathered embeddings (the
