@@ -70,9 +70,9 @@ class CollisionWorld:
     poses and exact queries; num_points: K surface samples (with normals) per mesh, the learned
     models' input (3,000 as in the built-in data; the paper's 1,500); seed: the sampling seed;
     cache: sphere-query slots per environment per family ({"primitive", "mesh", "point_cloud",
-    "voxel_grid"} -> int, each max_obstacles unless given); tessellation_tol: metres, how far outside a curved primitive its
-    mesh view may lie; probe_spacing (metres) / probe_max_points: the probe through which query
-    meshes see voxel grids (grid_probe.py), built on first use.
+    "voxel_grid"} -> int, each max_obstacles unless given); tessellation_tol: metres, how far
+    outside a curved primitive its mesh view may lie; probe_spacing (metres) / probe_max_points:
+    the probe through which query meshes see voxel grids (grid_probe.py), built on first use.
     """
 
     def __init__(self, num_envs: int = 1, max_obstacles: int = 16, device: torch.device | str = "cpu",
