@@ -29,7 +29,7 @@ import torch
 
 from contactnet.data.pairs import PairSpec, label_pairs, sample_pairs
 from contactnet.data.seeds import derive_seed
-from contactnet.data.storage import write_json_atomic
+from contactnet.data.storage import as_json, write_json_atomic
 from contactnet.geometry.mesh import MeshLibrary
 
 # The split names the code relies on, defined here only (a data config's `splits` keys name them;
@@ -166,11 +166,11 @@ def check_spec(root: Path, spec: DatasetSpec) -> None:
     `num_shards` alone may change: shard i does not depend on it, so a dataset grows (or is read
     shorter) without redoing the shards it has."""
     path = root / "spec.json"
-    current = json.loads(json.dumps(asdict(spec)))  # as stored: tuples become lists
+    current = as_json(asdict(spec))
     stored = (json.loads(path.read_text()) if path.exists()
               else load_manifest(root)["spec"] if (root / "manifest.json").exists() else None)  # fmt: skip
     if stored is not None:
-        stored = json.loads(json.dumps(asdict(DatasetSpec(**stored))))  # newer fields: defaults
+        stored = as_json(asdict(DatasetSpec(**stored)))  # newer fields: defaults
         changed = sorted(k for k in current if k != "num_shards" and stored.get(k) != current[k])
         if changed:
             raise ValueError(f"out_dir: {root} holds shards of a different config (differs in {changed}); "

@@ -21,7 +21,6 @@ CPU with `workers` processes; `device=cpu` / `device=cuda` force one. Poses are 
 either way, so a seed gives the same pairs on any machine.
 """
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from contactnet.data.dataset import DatasetSpec, generate_shards, load_manifest,
 from contactnet.data.objects import ObjectSet, build_object_set, load_object_set
 from contactnet.data.pairs import PLACEMENTS, PairSpec
 from contactnet.data.seeds import derive_seed
+from contactnet.data.storage import as_json
 from contactnet.geometry.mesh import Mesh, MeshLibrary
 
 
@@ -164,7 +164,7 @@ def _finish_split(root: Path, spec: DatasetSpec, object_table: dict) -> dict | N
     if not all(shard_dir(root, i).exists() for i in range(spec.num_shards)):
         return None
     stored = load_manifest(root) if (root / "manifest.json").exists() else None
-    current = json.loads(json.dumps(asdict(spec)))
+    current = as_json(asdict(spec))
     if stored is None or stored["spec"] != current or stored["objects"] != object_table:
         write_manifest(root, spec, object_table)
         stored = load_manifest(root)  # as a later job reads it (lists, not tuples)

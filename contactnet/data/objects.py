@@ -32,9 +32,9 @@ from contactnet.data.mesh_folder import load_mesh_folder
 from contactnet.data.partial_views import PartialViews, load_partial_views
 from contactnet.data.procedural import DEFAULT_FAMILIES, FAMILIES, make_object
 from contactnet.data.seeds import derive_seed
-from contactnet.data.storage import folder_lock, save_npz_atomic, write_json_atomic
+from contactnet.data.storage import as_json, folder_lock, save_npz_atomic, write_json_atomic
 from contactnet.geometry.convex_hulls import ConvexHulls, build_convex_hulls
-from contactnet.geometry.sampling import sample_surface_even
+from contactnet.geometry.sampling import SURFACE_POINTS, sample_surface_even
 
 
 # The spec's fields that shape a finished set's clouds and inner copies: a set built with others is refused.
@@ -47,7 +47,7 @@ class ObjectSetSpec:
     families: list[str] | None = None  # procedural only; None = DEFAULT_FAMILIES
     objects_per_family: int = 8  # procedural only
     seed: int = 0
-    num_points: int = 3000  # K surface samples per object (the paper's 1,500: docs/results.md)
+    num_points: int = SURFACE_POINTS  # K surface samples per object
     scale: float = 1.0  # folder only: the paper also tests 0.7x-2x
     inner_scale: tuple[float, float] | None = (0.2, 0.5)  # scale range of the inner copies; None: none
 
@@ -140,7 +140,7 @@ def _build_object_set(spec: ObjectSetSpec, out_dir: Path, progress: bool) -> dic
     finished = out_dir / "manifest.json"
     if finished.exists():  # a complete set: the same objects, or a clear error (not ids that point elsewhere)
         stored = json.loads(finished.read_text())
-        wanted_spec = json.loads(json.dumps(asdict(spec)))  # as stored: tuples become lists
+        wanted_spec = as_json(asdict(spec))
         changed = [f"{key} {stored['spec'].get(key)} -> {wanted_spec[key]}" for key in CLOUD_FIELDS
                    if stored["spec"].get(key) != wanted_spec[key]]
         if changed:

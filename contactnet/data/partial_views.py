@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from contactnet.data.seeds import derive_seed
-from contactnet.data.storage import save_npz_atomic, write_json_atomic
+from contactnet.data.storage import as_json, save_npz_atomic, write_json_atomic
 from contactnet.geometry.depth_views import ViewSpec, camera_eyes, render_views
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,7 @@ def build_partial_views(object_set_root: str | Path, views_per_object: int = 8, 
     manifest = {"format": FORMAT, "views_per_object": views_per_object, "num_points": num_points, "seed": seed,
                 "view_spec": asdict(spec), "object_set_spec": object_set["spec"]}
     path = root / "partial" / "manifest.json"
-    # JSON turns tuples into lists: compare both sides as JSON.
-    if path.exists() and json.loads(path.read_text()) != json.loads(json.dumps(manifest)):
+    if path.exists() and json.loads(path.read_text()) != as_json(manifest):
         raise ValueError(f"object_set_root: {path} records other settings than the ones asked for; pass the "
                          "same settings to resume, or delete the partial/ folder to rebuild")
     write_json_atomic(path, manifest)  # first: a resumed build knows what the finished files hold

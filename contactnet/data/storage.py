@@ -44,6 +44,11 @@ def save_npz_atomic(path: str | Path, **arrays: np.ndarray) -> Path:
     return atomic_write(path, write)
 
 
+def as_json(payload):
+    """`payload` as a JSON file holds it (tuples become lists), to compare with one read back."""
+    return json.loads(json.dumps(payload))
+
+
 def write_json_atomic(path: str | Path, payload: dict) -> Path:
     return atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(payload, indent=2)))
 

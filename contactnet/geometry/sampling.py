@@ -4,6 +4,10 @@ points evenly (a Poisson-disk-like cover) and is deterministic for a seed."""
 
 import numpy as np
 
+# K, the points per object cloud of the data sets and of CollisionWorld: twice the LOCC paper's
+# 1,500, so the co-occupancy term has twice the sites near contact (docs/results.md).
+SURFACE_POINTS = 3000
+
 
 def face_normals_and_areas(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unit face normals (F, 3) (zero for degenerate faces) and face areas (F,)."""

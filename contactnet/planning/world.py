@@ -50,7 +50,7 @@ import torch
 
 from contactnet.geometry.mesh import Mesh, MeshLibrary
 from contactnet.geometry.poses import transform_points
-from contactnet.geometry.sampling import sample_surface_even
+from contactnet.geometry.sampling import SURFACE_POINTS, sample_surface_even
 from contactnet.planning import point_clouds
 from contactnet.planning.grid_probe import mesh_probe
 from contactnet.planning.pose_input import checked_poses
@@ -68,7 +68,7 @@ class CollisionWorld:
 
     num_envs: E environments; max_obstacles: N slots per environment; dtype: float32/float64 of
     poses and exact queries; num_points: K surface samples (with normals) per mesh, the learned
-    models' input (3,000 as in the built-in data; the paper's 1,500); seed: the sampling seed;
+    models' input (`SURFACE_POINTS`, as in the built-in data); seed: the sampling seed;
     cache: sphere-query slots per environment per family ({"primitive", "mesh", "point_cloud",
     "voxel_grid"} -> int, each max_obstacles unless given); tessellation_tol: metres, how far
     outside a curved primitive its mesh view may lie; probe_spacing (metres) / probe_max_points:
@@ -76,7 +76,7 @@ class CollisionWorld:
     """
 
     def __init__(self, num_envs: int = 1, max_obstacles: int = 16, device: torch.device | str = "cpu",
-                 dtype: torch.dtype = torch.float32, num_points: int = 3000, seed: int = 0,
+                 dtype: torch.dtype = torch.float32, num_points: int = SURFACE_POINTS, seed: int = 0,
                  cache: dict | None = None, tessellation_tol: float = 1e-3, probe_spacing: float = 0.02,
                  probe_max_points: int = 2048):
         for name, v in (("num_envs", num_envs), ("max_obstacles", max_obstacles), ("num_points", num_points)):
