@@ -27,6 +27,7 @@ from contactnet.models.geometry import (
     relative_pose_features,
 )
 from contactnet.ops._checks import as_float_tensor, mesh_ids, trusted_indices
+from contactnet.ops.cloud_depth import cell_starts, cloud_depth
 from contactnet.ops.grid_sample_rows import grid_sample_rows
 from contactnet.ops.locc_cooccupancy import locc_point_cooccupancy
 
@@ -48,6 +49,8 @@ class TableProjection(NamedTuple):
     keys: torch.Tensor | None  # (N·M³, D) co-occupancy key grids as rows (`grid_sample_rows`)
     point_queries: torch.Tensor | None  # (N, K, D) queries at the encoded points (cross sites "points")
     occupancy: torch.Tensor | None  # (N·M³, 1) the table's points per cell as rows, for ranking sites
+    depth_starts: torch.Tensor | None = None  # (N, M³ + 1) int32 each cell's first point (surface_depth)
+    spacing: torch.Tensor | None = None  # (N,) each object's point spacing (surface_depth)
 
 
 def _grid_sampler(grids: torch.Tensor):
@@ -187,11 +190,19 @@ class LOCC(CollisionNet):
     - `distance_head`: a second output regressing the clamped signed distance (trained jointly,
       see CollisionModule.beta), so the shared features must resolve how far the objects are
       from touching, not only which side they are on.
+    - `surface_depth`: per side, how deep A's surface points reach behind B's surface as B's cloud
+      places it (`ops.cloud_depth`: at each point of A near B, the point-to-plane distance to B's
+      `depth_neighbours` nearest points within a radius of `depth_radius` × the larger point
+      spacing of the two, weighted by nearness; the least over A's points, divided by the radius,
+      so in [-1, 1], 1 where none is near). It reads the surfaces at the clouds' spacing where the grids blur them over a cell:
+      near contact (within a millimetre or two) the features alone cannot tell a touch from a
+      gap; deep overlaps, past the radius, stay with the other terms.
     """
 
     def __init__(self, encoder: ShapeEncoder, head_hidden: int = 256, cross_features: int = 0,
                  distance_head: bool = False, cross_cells: int = 0, cross_points: int = 0,
-                 cross_sites: str | None = None, containment: bool = False):
+                 cross_sites: str | None = None, containment: bool = False, surface_depth: bool = False,
+                 depth_radius: float = 0.7, depth_neighbours: int = 4):
         super().__init__(encoder, containment)
         f = encoder.features
         self.cross_features, self.distance_head = int(cross_features), bool(distance_head)
@@ -214,13 +225,19 @@ class LOCC(CollisionNet):
                              f"{cross_points})")
         self.cross_sites = sites
         self._kinds = kinds[sites] if self.cross_features else ()
+        self.surface_depth = bool(surface_depth)
+        if isinstance(depth_radius, bool) or not isinstance(depth_radius, (int, float)) or not depth_radius > 0:
+            raise ValueError(f"depth_radius: expected a positive multiple of the point spacing, got {depth_radius!r}")
+        if isinstance(depth_neighbours, bool) or not isinstance(depth_neighbours, int) or not 1 <= depth_neighbours <= 8:
+            raise ValueError(f"depth_neighbours: expected 1 to 8 cloud points, got {depth_neighbours!r}")
+        self.depth_radius, self.depth_neighbours = float(depth_radius), depth_neighbours
         if self.cross_features:
             self.query = nn.Linear(f, self.cross_features, bias=False)
             self.key = nn.Linear(f, self.cross_features, bias=False)
         # crops (2F) + relative pose (12) + mean kept-cell centres in the other's box units (6)
-        # + kept fractions (2) + co-occupancy (2D per kind of site)
-        self.head = _mlp(2 * f + 12 + 6 + 2 + 2 * self.cross_features * len(self._kinds), head_hidden,
-                         2 if self.distance_head else 1)
+        # + kept fractions (2) + co-occupancy (2D per kind of site) + surface depths (2)
+        self.head = _mlp(2 * f + 12 + 6 + 2 + 2 * self.cross_features * len(self._kinds) + 2 * self.surface_depth,
+                         head_hidden, 2 if self.distance_head else 1)
 
     def _head(self, crop_a, crop_b, pose_a, pose_b, extra_a, extra_b, cross=(), with_distance=False, contained=None):
         """The head's logits (and distance), raised where `contained` (`containment.lift`; None: nowhere)."""
@@ -341,6 +358,8 @@ class LOCC(CollisionNet):
             cross = tuple(self._cross_grouped(own, other, p_own, p_other, keep, lead, kind) for kind in self._kinds
                           for own, other, p_own, p_other, keep in ((emb_a, emb_b, pose_a, pose_b, w_a > 0),
                                                                    (emb_b, emb_a, pose_b, pose_a, w_b > 0)))
+        if self.surface_depth:
+            cross = (*cross, self._surface_depth_grouped(emb_a, emb_b, pose_a, pose_b))
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance,
                           self._contained(emb_a, emb_b, pose_a, pose_b))
 
@@ -349,12 +368,16 @@ class LOCC(CollisionNet):
         (the query / key maps are applied once per embedding, not per query)."""
         m = self.encoder.grid
         rows = self._rows(table.features)
+        depth = ()
+        if self.surface_depth:
+            self._depth_inputs(table, "table")
+            depth = (cell_starts(table.occupancy.reshape(-1, m**3)), self._spacing(table).to(table.points.dtype))
         if not self.cross_features:
-            return TableProjection(rows, None, None, None, None)
+            return TableProjection(rows, None, None, None, None, *depth)
         queries = self.query(rows).view(-1, m**3, self.cross_features)
         points = self._point_queries(table).contiguous() if "points" in self._kinds else None
         occupancy = None if table.occupancy is None else table.occupancy.reshape(-1, 1).to(rows.dtype)
-        return TableProjection(rows, queries, self.key(rows), points, occupancy)
+        return TableProjection(rows, queries, self.key(rows), points, occupancy, *depth)
 
     def _predict_indexed(self, table: ShapeEmbedding, ids_a: torch.Tensor, ids_b: torch.Tensor,
                          pose_a: torch.Tensor, pose_b: torch.Tensor, with_distance: bool = False,
@@ -430,8 +453,68 @@ class LOCC(CollisionNet):
                                   for e in (slice(s, s + CROSS_CHUNK) for s in range(0, max(len(side[0]), 1), CROSS_CHUNK))])
 
             cross = tuple(one_term(kind, side) for kind in self._kinds for side in sides)
+        if self.surface_depth:
+            cross = (*cross, self._surface_depth(table.points.contiguous(), table.normals.contiguous(),
+                                                 projection.depth_starts, projection.spacing, table.aabb, ids_a,
+                                                 ids_b, pose_a, pose_b))
         return self._head(crop_a, crop_b, pose_a, pose_b, (where_a, frac_a), (where_b, frac_b), cross, with_distance,
                           self._contained_indexed(table, ids_a, ids_b, pose_a, pose_b))
+
+    @staticmethod
+    def _depth_inputs(emb: ShapeEmbedding, arg: str) -> None:
+        for name in ("points", "normals", "occupancy", "dipoles"):
+            if getattr(emb, name) is None:
+                raise ValueError(f"{arg}.{name}: surface_depth reads the encoder's sorted points, their normals, "
+                                 f"the points per cell and the dipoles' areas; got an embedding without {name} "
+                                 f"(pass the encoder's ShapeEmbedding along whole)")
+
+    @staticmethod
+    def _spacing(emb: ShapeEmbedding) -> torch.Tensor:
+        """(...,) each object's point spacing: the square root of its area per point (the surface's
+        area summed over its dipoles' patches)."""
+        area = emb.dipoles[..., 3:6].norm(dim=-1).sum(-1)
+        return (area / emb.points.shape[-2]).sqrt()
+
+    def _surface_depth(self, points, normals, starts, spacing, aabb, ids_a, ids_b, pose_a, pose_b) -> torch.Tensor:
+        """(Q, 2) the surface depths of A into B and B into A, in units of the query's radius
+        (depth_radius × the larger of the two objects' point spacings: a sparse own cloud needs
+        the reach to have a point near the other's surface), for queries (ids, poses (Q, 7))
+        against a table: points, normals (N, K, 3) sorted by cell, starts (N, M³ + 1), spacing
+        (N,), aabb (N, 2, 3)."""
+        radius = self.depth_radius * torch.maximum(spacing[ids_a], spacing[ids_b])
+        out = []
+        for own, other, p_own, p_other in ((ids_a, ids_b, pose_a, pose_b), (ids_b, ids_a, pose_b, pose_a)):
+            rotation, translation = frame_into(p_own, p_other)
+            with trusted_indices():  # ids that have indexed the table, or made here
+                depth = cloud_depth(points, normals, starts, own, other, radius,
+                                    rotation.to(points.dtype).contiguous(), translation.to(points.dtype).contiguous(),
+                                    aabb[other].contiguous(), self.depth_neighbours)
+            out.append(depth / radius)
+        return torch.stack(out, -1)
+
+    def _surface_depth_grouped(self, emb_a: ShapeEmbedding, emb_b: ShapeEmbedding, pose_a, pose_b) -> torch.Tensor:
+        """(*lead, 2) `_surface_depth` for embeddings that broadcast against the poses: both
+        embeddings' objects as one table, each query's ids broadcast from it."""
+        self._depth_inputs(emb_a, "emb_a"), self._depth_inputs(emb_b, "emb_b")
+        k = emb_a.points.shape[-2]
+        if emb_b.points.shape[-2] != k:
+            raise ValueError(f"emb_a.points, emb_b.points: surface_depth reads both objects as one table, so expected "
+                             f"the same number of points, got {k} and {emb_b.points.shape[-2]}")
+        lead = torch.broadcast_shapes(emb_a.points.shape[:-2], emb_b.points.shape[:-2], pose_a.shape[:-1],
+                                      pose_b.shape[:-1])
+        shape_a, shape_b = emb_a.points.shape[:-2], emb_b.points.shape[:-2]
+        n_a, n_b = math.prod(shape_a), math.prod(shape_b)
+        both = lambda name, width: torch.cat([getattr(emb_a, name).reshape(n_a, *width),
+                                              getattr(emb_b, name).reshape(n_b, *width)])
+        points, normals = both("points", (k, 3)).contiguous(), both("normals", (k, 3)).contiguous()
+        spacing = torch.cat([self._spacing(emb_a).reshape(n_a), self._spacing(emb_b).reshape(n_b)])
+        device = points.device
+        ids_a = torch.arange(n_a, device=device).reshape(shape_a).expand(lead).reshape(-1)
+        ids_b = (n_a + torch.arange(n_b, device=device)).reshape(shape_b).expand(lead).reshape(-1)
+        depth = self._surface_depth(points, normals, cell_starts(both("occupancy", (-1,))), spacing.to(points.dtype),
+                                    both("aabb", (2, 3)), ids_a, ids_b, pose_a.expand(*lead, 7).reshape(-1, 7),
+                                    pose_b.expand(*lead, 7).reshape(-1, 7))
+        return depth.reshape(*lead, 2)
 
     @staticmethod
     def _fused_points(points, aabb, occupancy, *others) -> bool:

@@ -23,6 +23,9 @@ class ShapeEmbedding(NamedTuple):
     # (..., S, 7) the cloud's surface dipoles (`surface_dipoles`), object frame: what a net's
     # containment test reads; None where a caller built the embedding without them.
     dipoles: torch.Tensor | None = None
+    # (..., K, 3) the normals at `points`, the same order: what LOCC's surface_depth reads of the
+    # other object; None where a caller built the embedding without them.
+    normals: torch.Tensor | None = None
 
     def map(self, fn) -> "ShapeEmbedding":
         """fn applied to every field (a missing occupancy stays None), e.g. emb.map(lambda x: x[ids])."""
@@ -105,4 +108,5 @@ class ShapeEncoder(nn.Module):
             # The points LOCC probes, in cell order: a query's kept points (near the other object)
             # then lie close together in memory (the op 1.1-1.3x faster than in sampling order).
             sites = points.gather(1, order[..., None].expand_as(points))
-        return ShapeEmbedding(self.out(y), aabb, counts.to(y.dtype), sites, dipoles)
+            site_normals = normals.gather(1, order[..., None].expand_as(normals))
+        return ShapeEmbedding(self.out(y), aabb, counts.to(y.dtype), sites, dipoles, site_normals)

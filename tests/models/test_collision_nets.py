@@ -31,7 +31,11 @@ def LOCC_CONTAINED(encoder, head_hidden):  # noqa: N802 (the default model's des
     return LOCC(encoder, head_hidden, cross_features=8, cross_points=32, containment=True)
 
 
-NETS = [LOCC, GlobalOCN, LOCC_CROSS, LOCC_TOPK, LOCC_POINTS, LOCC_BOTH, LOCC_CONTAINED]
+def LOCC_DEPTH(encoder, head_hidden):  # noqa: N802 (the default design with the surface depths)
+    return LOCC(encoder, head_hidden, cross_features=8, cross_points=32, containment=True, surface_depth=True)
+
+
+NETS = [LOCC, GlobalOCN, LOCC_CROSS, LOCC_TOPK, LOCC_POINTS, LOCC_BOTH, LOCC_CONTAINED, LOCC_DEPTH]
 
 
 def _small_net(cls, grid=4):
@@ -274,7 +278,7 @@ def test_overfits_64_samples(cls):
     assert ((logits > 0).float() == labels).all()
 
 
-@pytest.mark.parametrize("cls", [LOCC, LOCC_TOPK, LOCC_CONTAINED])
+@pytest.mark.parametrize("cls", [LOCC, LOCC_TOPK, LOCC_CONTAINED, LOCC_DEPTH])
 def test_locc_compiles_without_graph_breaks(cls):
     net = _small_net(cls).eval()
     points, normals = _clouds(2)
@@ -659,3 +663,40 @@ def test_fused_kernels_give_the_torch_compositions_logits_and_gradients(cls, mon
         table = net.encode(points, normals)
         net.predict_indexed(table, ids_a, ids_b, pa, pb)
     assert calls["pool"] == (0 if cls is LOCC_CROSS else 2)  # the cells' term reads the masks
+
+
+def test_surface_depth_reads_how_deep_each_object_reaches_behind_the_others_cloud():
+    """The head's two surface-depth inputs are ops.cloud_depth of A into B and of B into A over
+    the radius (depth_radius × the larger point spacing), in the indexed and the grouped paths;
+    differentiable in the poses (the planner's learned cost); refused without the normals."""
+    from contactnet.ops.cloud_depth import cell_starts, cloud_depth
+    from contactnet.models.geometry import frame_into
+
+    net = _small_net(LOCC_DEPTH).double()
+    points, normals = _clouds(3, k=300)
+    table = net.encode(points.double(), normals.double())
+    g = torch.Generator().manual_seed(4)
+    ids_a, ids_b = torch.randint(3, (50,), generator=g), torch.randint(3, (50,), generator=g)
+    pa, pb = _poses((50,), 5, spread=0.03, dtype=torch.float64), _poses((50,), 6, spread=0.03, dtype=torch.float64)
+    projection = net.project_table(table)
+    depth = net._surface_depth(table.points, table.normals, projection.depth_starts, projection.spacing, table.aabb,
+                               ids_a, ids_b, pa, pb)
+    spacing = net._spacing(table)
+    radius = net.depth_radius * torch.maximum(spacing[ids_a], spacing[ids_b])
+    starts = cell_starts(table.occupancy)
+    for side, (own, other, p_own, p_other) in enumerate(((ids_a, ids_b, pa, pb), (ids_b, ids_a, pb, pa))):
+        rotation, translation = (x.contiguous() for x in frame_into(p_own, p_other))
+        want = cloud_depth(table.points, table.normals, starts, own, other, radius, rotation, translation,
+                           table.aabb[other].contiguous()) / radius
+        torch.testing.assert_close(depth[:, side], want, atol=1e-12, rtol=0)
+    assert (depth < 1).any() and (depth.abs() <= 1 + 1e-12).all()
+    grouped = net._surface_depth_grouped(_rows(table, ids_a), _rows(table, ids_b), pa, pb)
+    torch.testing.assert_close(grouped, depth, atol=1e-12, rtol=0)
+    # The pose gradient reaches the logits through the depths.
+    moving = pa.clone().requires_grad_()
+    net.predict_indexed(table, ids_a, ids_b, moving, pb).sum().backward()
+    assert moving.grad is not None and torch.isfinite(moving.grad).all()
+    with pytest.raises(ValueError, match="normals"):
+        net.predict(table._replace(normals=None), table, pa[:3], pb[:3])
+    with pytest.raises(ValueError, match="depth_radius"):
+        LOCC(ShapeEncoder(grid=4, hidden=32, features=16, channels=16), 32, surface_depth=True, depth_radius=0)

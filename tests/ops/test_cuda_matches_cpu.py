@@ -607,3 +607,33 @@ def test_dipoles_enclose(dtype):
     want = dipoles_enclose(dipoles, ids, probes)
     assert want.any() and not want.all()
     close(want, dipoles_enclose(*to_dev(dipoles, ids, probes)), name="enclosed")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cloud_depth(dtype):
+    from contactnet.models.geometry import frame_into
+    from contactnet.ops.cloud_depth import cloud_depth
+    from tests.ops.test_cloud_depth import blobs, queries, sorted_clouds
+
+    g = torch.Generator().manual_seed(4)
+    points, normals = blobs(6, 400, g, dtype)
+    p, nrm, aabb, starts = sorted_clouds(points, normals, 16)
+    ids_a, ids_b, pose_a, pose_b = queries(6, 500, g, dtype)
+    rotation, translation = (x.contiguous() for x in frame_into(pose_a, pose_b))
+    radius = torch.full((500,), 0.012, dtype=dtype)
+    args = (p, nrm, starts, ids_a, ids_b, radius, rotation, translation, aabb[ids_b].contiguous())
+    want = torch.ops.contactnet.cloud_depth(*args, 4)
+    got = torch.ops.contactnet.cloud_depth(*to_dev(*args), 4)
+    tol = 1e-12 if dtype == torch.float64 else 1e-6
+    close(want[0], got[0], rtol=tol, atol=tol, name="depth")
+    if dtype == torch.float64:  # float32 rounding may swap near-equal neighbours
+        close(want[1], got[1], name="own point")
+        close(want[2], got[2], name="neighbours")
+    assert (want[0] < 0.012).any()
+    # The pose gradient (torch at the chosen point) on the device as on the CPU.
+    grads = []
+    for inputs in (args, to_dev(*args)):
+        t = inputs[7].clone().requires_grad_(True)
+        depth = cloud_depth(*inputs[:7], t, inputs[8])
+        grads.append(torch.autograd.grad(depth.sum(), t)[0])
+    close(grads[0], grads[1], rtol=tol * 100, atol=tol * 100, name="d translation")
