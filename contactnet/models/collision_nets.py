@@ -194,9 +194,10 @@ class LOCC(CollisionNet):
       places it (`ops.cloud_depth`: at each point of A near B, the point-to-plane distance to B's
       `depth_neighbours` nearest points within a radius of `depth_radius` × the larger point
       spacing of the two, weighted by nearness; the least over A's points, divided by the radius,
-      so in [-1, 1], 1 where none is near). It reads the surfaces at the clouds' spacing where the grids blur them over a cell:
-      near contact (within a millimetre or two) the features alone cannot tell a touch from a
-      gap; deep overlaps, past the radius, stay with the other terms.
+      so in [-1, 1], 1 where none is near). It reads the surfaces at the clouds' spacing, where
+      the grids blur them over a cell: near contact (within a millimetre or two) the features
+      alone cannot tell a touch from a gap. Deep overlaps, past the radius, stay with the other
+      terms.
     """
 
     def __init__(self, encoder: ShapeEncoder, head_hidden: int = 256, cross_features: int = 0,
@@ -500,9 +501,8 @@ class LOCC(CollisionNet):
         if emb_b.points.shape[-2] != k:
             raise ValueError(f"emb_a.points, emb_b.points: surface_depth reads both objects as one table, so expected "
                              f"the same number of points, got {k} and {emb_b.points.shape[-2]}")
-        lead = torch.broadcast_shapes(emb_a.points.shape[:-2], emb_b.points.shape[:-2], pose_a.shape[:-1],
-                                      pose_b.shape[:-1])
         shape_a, shape_b = emb_a.points.shape[:-2], emb_b.points.shape[:-2]
+        lead = torch.broadcast_shapes(shape_a, shape_b, pose_a.shape[:-1], pose_b.shape[:-1])
         n_a, n_b = math.prod(shape_a), math.prod(shape_b)
         both = lambda name, width: torch.cat([getattr(emb_a, name).reshape(n_a, *width),
                                               getattr(emb_b, name).reshape(n_b, *width)])
