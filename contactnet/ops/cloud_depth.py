@@ -71,10 +71,11 @@ def cloud_depth(points: torch.Tensor, normals: torch.Tensor, starts: torch.Tenso
     neighbours = check_int(neighbours, "neighbours", 1)
     check_same_batch({"points": points, "normals": normals})
     check_same_batch({"radius": radius, "rotation": rotation, "translation": translation, "aabb_other": aabb_other})
-    for name, x in (("normals", normals), ("starts", starts), ("radius", radius), ("rotation", rotation),
-                    ("translation", translation), ("aabb_other", aabb_other)):
+    check_same_device(starts, "starts", points, "points")
+    for name, x in (("normals", normals), ("radius", radius), ("rotation", rotation), ("translation", translation),
+                    ("aabb_other", aabb_other)):
         check_same_device(x, name, points, "points")
-        if x is not starts and x.dtype != points.dtype:
+        if x.dtype != points.dtype:
             raise TypeError(f"{name} has dtype {x.dtype} but points has {points.dtype}")
     if values_checked_here(ids_own):
         check_index_values(ids_own, "ids_own", n)

@@ -130,34 +130,34 @@ def test_touching_and_coincident_clouds():
     assert torch.allclose(got[:5], lifts[:5], atol=1e-12) and got[5] == 0.012  # past the radius: r
 
 
-def test_pose_gradient_matches_finite_differences():
-    g = torch.Generator().manual_seed(5)
+def close_queries(seed, q):
+    """cloud_depth's arguments for q queries among three blobs posed close together (8-cell grids,
+    radius 2 cm), as a tuple in its order."""
+    g = torch.Generator().manual_seed(seed)
     points, normals = blobs(3, 300, g)
     p, nrm, aabb, starts = sorted_clouds(points, normals, 8)
-    ids_a, ids_b, pose_a, pose_b = queries(3, 60, g, spread=0.08)
+    ids_a, ids_b, pose_a, pose_b = queries(3, q, g, spread=0.08)
     rotation, translation = (x.contiguous() for x in frame_into(pose_a, pose_b))
-    radius = torch.full((3,), 0.02, dtype=torch.float64)
-    depth = cloud_depth(p, nrm, starts, ids_a, ids_b, radius[ids_b], rotation, translation, aabb[ids_b])
-    inside = (depth < radius[ids_b]).nonzero().flatten()[:8]
+    radius = torch.full((q,), 0.02, dtype=torch.float64)
+    return p, nrm, starts, ids_a, ids_b, radius, rotation, translation, aabb[ids_b].contiguous()
+
+
+def test_pose_gradient_matches_finite_differences():
+    args = close_queries(5, 60)
+    depth = cloud_depth(*args)
+    inside = (depth < args[5]).nonzero().flatten()[:8]
     assert len(inside) >= 4
     for i in inside.tolist():
-        sel = slice(i, i + 1)
-        f = lambda t: cloud_depth(p, nrm, starts, ids_a[sel], ids_b[sel], radius[ids_b[sel]], rotation[sel].contiguous(),
-                                  t, aabb[ids_b[sel]])
+        one = (*args[:3], *(x[i:i + 1] for x in args[3:]))  # the clouds, then query i's rows
+        f = lambda t: cloud_depth(*one[:7], t, one[8])
         # The chosen point and neighbours are fixed where no other point takes over within the step.
-        torch.autograd.gradcheck(f, (translation[sel].clone().requires_grad_(),), eps=1e-7, atol=1e-5)
+        torch.autograd.gradcheck(f, (one[7].clone().requires_grad_(),), eps=1e-7, atol=1e-5)
 
 
 def test_no_gradient_path_returns_the_kernel_value():
-    g = torch.Generator().manual_seed(6)
-    points, normals = blobs(3, 300, g)
-    p, nrm, aabb, starts = sorted_clouds(points, normals, 8)
-    ids_a, ids_b, pose_a, pose_b = queries(3, 80, g, spread=0.08)
-    rotation, translation = (x.contiguous() for x in frame_into(pose_a, pose_b))
-    radius = torch.full((3,), 0.02, dtype=torch.float64)
-    plain = cloud_depth(p, nrm, starts, ids_a, ids_b, radius[ids_b], rotation, translation, aabb[ids_b])
-    graded = cloud_depth(p, nrm, starts, ids_a, ids_b, radius[ids_b], rotation, translation.clone().requires_grad_(),
-                         aabb[ids_b])
+    args = close_queries(6, 80)
+    plain = cloud_depth(*args)
+    graded = cloud_depth(*args[:7], args[7].clone().requires_grad_(), args[8])
     assert torch.allclose(plain, graded.detach(), atol=1e-14)
 
 
