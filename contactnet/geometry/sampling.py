@@ -5,7 +5,7 @@ points evenly (a Poisson-disk-like cover) and is deterministic for a seed."""
 import numpy as np
 
 # K, the points per object cloud of the data sets and of CollisionWorld: twice the LOCC paper's
-# 1,500, so the co-occupancy term has twice the sites near contact (docs/results.md).
+# 1,500, so LOCC's surface depths read the surfaces at a finer spacing (docs/results.md).
 SURFACE_POINTS = 3000
 
 

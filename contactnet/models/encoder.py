@@ -18,7 +18,8 @@ class ShapeEmbedding(NamedTuple):
     # which LOCC ranks its co-occupancy sites by; None where a caller built the embedding without it.
     occupancy: torch.Tensor | None = None
     # (..., K, 3) the encoded surface points, object frame, sorted by grid cell: where LOCC's
-    # cross_points probes the other object; None where a caller built the embedding without them.
+    # cross_points probes the other object, and its surface depths' cloud (which LOCC sorts again by
+    # its own search grid); None where a caller built the embedding without them.
     points: torch.Tensor | None = None
     # (..., S, 7) the cloud's surface dipoles (`surface_dipoles`), object frame: what a net's
     # containment test reads; None where a caller built the embedding without them.

@@ -12,7 +12,7 @@ where a grid of features blurs them over a cell; past r from the other's cloud (
 says nothing, which the net's other terms answer.
 
 The op (C++ and CUDA from one header) finds the point and its neighbours, searching only the
-other's grid cells the ball meets (its points come sorted by cell, as `ShapeEncoder` returns them);
+other's grid cells the ball meets (its points come sorted by cell, `sort_by_cell`);
 `cloud_depth` then evaluates s there in torch, so it is differentiable in the poses (the planner's
 learned cost) with no backward kernel.
 """
@@ -27,19 +27,29 @@ load_extension()
 
 _ops = torch.ops.contactnet
 
-__all__ = ["cell_starts", "cloud_depth"]
+__all__ = ["cloud_depth", "sort_by_cell"]
 
 SOFTENING = 32  # w_i = 1 / (|x - b_i| + r / SOFTENING), as the kernel weighs
 
 
-def cell_starts(occupancy: torch.Tensor) -> torch.Tensor:
-    """(N, M³ + 1) int32: each cell's first point in a cloud sorted by cell, then K, from the points
-    per cell `occupancy` (N, M³) (`ShapeEmbedding.occupancy`, whole counts in a float dtype)."""
-    if not isinstance(occupancy, torch.Tensor) or occupancy.dim() != 2:
-        raise ValueError(f"occupancy: expected points per cell (N, M³), got "
-                         f"{tuple(occupancy.shape) if isinstance(occupancy, torch.Tensor) else type(occupancy)}")
-    counts = occupancy.round().to(torch.int32)
-    return torch.nn.functional.pad(counts.cumsum(-1, dtype=torch.int32), (1, 0))
+def sort_by_cell(points: torch.Tensor, normals: torch.Tensor, aabb: torch.Tensor,
+                 grid: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Clouds in the order `cloud_depth` searches them: points, normals (N, K, 3) sorted by their
+    cell of a grid³ over their boxes aabb (N, 2, 3) (stable within a cell), and starts
+    (N, grid³ + 1) int32, each cell's first point, then K."""
+    check_float_tensor(points, "points", (None, None, 3))
+    n, k = points.shape[:2]
+    check_float_tensor(normals, "normals", (n, k, 3))
+    check_float_tensor(aabb, "aabb", (n, 2, 3))
+    grid = check_int(grid, "grid", 1)
+    lo, extent = aabb[:, None, 0], (aabb[:, None, 1] - aabb[:, None, 0]).clamp_min(1e-6)  # the kernel's clamp
+    cell = ((points - lo) * (grid / extent)).floor().long().clamp(0, grid - 1)
+    flat = (cell[..., 0] * grid + cell[..., 1]) * grid + cell[..., 2]
+    order = flat.argsort(dim=1, stable=True)[..., None].expand(n, k, 3)
+    counts = torch.zeros(n, grid**3, dtype=torch.int32, device=points.device)
+    counts.scatter_add_(1, flat, torch.ones_like(flat, dtype=torch.int32))
+    starts = torch.nn.functional.pad(counts.cumsum(-1, dtype=torch.int32), (1, 0))
+    return points.gather(1, order).contiguous(), normals.gather(1, order).contiguous(), starts
 
 
 def cloud_depth(points: torch.Tensor, normals: torch.Tensor, starts: torch.Tensor, ids_own, ids_other,
@@ -48,18 +58,18 @@ def cloud_depth(points: torch.Tensor, normals: torch.Tensor, starts: torch.Tenso
     """(Q,) per query the least weighted point-to-plane distance s of the own object's points to
     the other's cloud (module docstring), the query's radius where none of them has a neighbour.
 
-    points, normals (N, K, 3): each object's points (its frame) and unit normals, sorted by its grid
-    cell (`ShapeEmbedding.points` / `.normals`); starts (N, M³ + 1) int32 (`cell_starts`); ids_own,
+    points, normals (N, K, 3): each object's points (its frame) and unit normals, sorted by their
+    cell of an M³ grid over its box; starts (N, M³ + 1) int32 (both from `sort_by_cell`); ids_own,
     ids_other (Q,) integer object ids; radius (Q,): each query's search radius; rotation
     (Q, 3, 3), translation (Q, 3): the own frame into the other's; aabb_other (Q, 2, 3): the
-    other's grid box (`ShapeEmbedding.aabb`, whose cells sort its points); neighbours: cloud
+    other's box (whose cells sort its points); neighbours: cloud
     points read per own point (1 to 8). One float dtype, one device, contiguous. Differentiable
     in rotation and translation (the chosen point and neighbours held fixed)."""
     check_float_tensor(points, "points", (None, None, 3))
     n, k = points.shape[:2]
     check_float_tensor(normals, "normals", (n, k, 3))
     if not isinstance(starts, torch.Tensor) or starts.dtype != torch.int32:
-        raise TypeError(f"starts: expected an int32 tensor (cell_starts), got "
+        raise TypeError(f"starts: expected an int32 tensor (sort_by_cell), got "
                         f"{starts.dtype if isinstance(starts, torch.Tensor) else type(starts)}")
     ids_own = as_index_tensor(ids_own, "ids_own", (None,), points.device)
     q = ids_own.shape[0]

@@ -3,7 +3,7 @@
 // contactnet::cloud_depth(Tensor points, Tensor normals, Tensor starts, Tensor ids_own, Tensor ids_other,
 //     Tensor radius, Tensor rotation, Tensor translation, Tensor aabb_other, int neighbours)
 //     points, normals (N, K, 3): each object's points (its frame) and unit normals, sorted by the
-//       cells of its grid box (the encoder's order); starts (N, M³ + 1) int32: each cell's first
+//       cells of an M³ grid over its box (sort_by_cell); starts (N, M³ + 1) int32: each cell's first
 //       point, then K
 //     ids_own, ids_other (Q,) int64 in [0, N); radius (Q,): each query's search radius; rotation
 //       (Q, 3, 3), translation (Q, 3): own frame -> other's frame; aabb_other (Q, 2, 3): the other's

@@ -3,8 +3,8 @@
 // box, the other's nearest cloud points b_i (n_i their normals) within a radius r give the
 // inverse-distance weighted point-to-plane distance sum w_i (x - b_i)·n_i / sum w_i, w_i =
 // 1 / (|x - b_i| + r/32) (negative: x lies behind the other's surface); the query keeps the least.
-// The other's points are sorted by its grid cells (the encoder's order), so the search reads only
-// the cells the ball of radius r meets.
+// The other's points are sorted by the cells of a grid over its box (`sort_by_cell`), so the search
+// reads only the cells the ball of radius r meets.
 #pragma once
 
 #include <cmath>
@@ -18,7 +18,7 @@ constexpr int kCloudDepthMaxNeighbours = 8;
 
 template <typename T>
 struct CloudDepthFunctor {
-  const T* points;         // (N, K, 3) each object's points, its frame, sorted by its grid cell
+  const T* points;         // (N, K, 3) each object's points, its frame, sorted by their grid cell
   const T* normals;        // (N, K, 3) their unit normals
   const int32_t* starts;   // (N, M³ + 1) each cell's first point (the cell order), then K
   const T* radius;         // (Q,) each query's search radius
@@ -40,7 +40,7 @@ struct CloudDepthFunctor {
     int64_t first[3], last[3];
     for (int a = 0; a < 3; ++a) {
       // The cells the ball meets, widened by a ten-thousandth of a cell against rounding at a
-      // cell's face (the encoder's cell of a point on it is computed in its own float order).
+      // cell's face (the sort's cell of a point on it is computed in its own float order).
       const T u0 = (x[a] - r - lo[a]) * scale[a] - T(1e-4), u1 = (x[a] + r - lo[a]) * scale[a] + T(1e-4);
       if (!(u1 >= T(0)) || !(u0 < T(m))) return 0;  // NaN too
       first[a] = u0 <= T(0) ? 0 : static_cast<int64_t>(u0);
@@ -74,7 +74,7 @@ struct CloudDepthFunctor {
     T lo[3], scale[3], near_lo[3], near_hi[3];
     for (int a = 0; a < 3; ++a) {
       T e = box[3 + a] - box[a];
-      e = e > T(1e-6) ? e : T(1e-6);  // the encoder's clamp
+      e = e > T(1e-6) ? e : T(1e-6);  // sort_by_cell's clamp
       lo[a] = box[a];
       scale[a] = T(m) / e;
       near_lo[a] = box[a] - r;

@@ -27,15 +27,19 @@ def LOCC_BOTH(encoder, head_hidden):  # noqa: N802
     return LOCC(encoder, head_hidden, cross_features=8, cross_cells=16, cross_points=32, cross_sites="both")
 
 
-def LOCC_CONTAINED(encoder, head_hidden):  # noqa: N802 (the default model's design)
+def LOCC_CONTAINED(encoder, head_hidden):  # noqa: N802 (the design before the surface depths)
     return LOCC(encoder, head_hidden, cross_features=8, cross_points=32, containment=True)
 
 
-def LOCC_DEPTH(encoder, head_hidden):  # noqa: N802 (the default design with the surface depths)
+def LOCC_DEPTH(encoder, head_hidden):  # noqa: N802 (the surface depths beside the co-occupancy term)
     return LOCC(encoder, head_hidden, cross_features=8, cross_points=32, containment=True, surface_depth=True)
 
 
-NETS = [LOCC, GlobalOCN, LOCC_CROSS, LOCC_TOPK, LOCC_POINTS, LOCC_BOTH, LOCC_CONTAINED, LOCC_DEPTH]
+def LOCC_DEFAULT(encoder, head_hidden):  # noqa: N802 (conf/model/locc.yaml's design: no co-occupancy term)
+    return LOCC(encoder, head_hidden, containment=True, surface_depth=True)
+
+
+NETS = [LOCC, GlobalOCN, LOCC_CROSS, LOCC_TOPK, LOCC_POINTS, LOCC_BOTH, LOCC_CONTAINED, LOCC_DEPTH, LOCC_DEFAULT]
 
 
 def _small_net(cls, grid=4):
@@ -278,7 +282,7 @@ def test_overfits_64_samples(cls):
     assert ((logits > 0).float() == labels).all()
 
 
-@pytest.mark.parametrize("cls", [LOCC, LOCC_TOPK, LOCC_CONTAINED, LOCC_DEPTH])
+@pytest.mark.parametrize("cls", [LOCC, LOCC_TOPK, LOCC_CONTAINED, LOCC_DEPTH, LOCC_DEFAULT])
 def test_locc_compiles_without_graph_breaks(cls):
     net = _small_net(cls).eval()
     points, normals = _clouds(2)
@@ -603,7 +607,7 @@ def test_frame_tables_on_cuda_take_frame_quaternions_as_made():
     torch.testing.assert_close(out["cuda"].cpu(), out["cpu"], atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("cls", [LOCC, LOCC_CROSS, LOCC_POINTS, LOCC_CONTAINED])
+@pytest.mark.parametrize("cls", [LOCC, LOCC_CROSS, LOCC_POINTS, LOCC_CONTAINED, LOCC_DEFAULT])
 def test_fused_kernels_give_the_torch_compositions_logits_and_gradients(cls, monkeypatch):
     """The surface-point term runs fused (`locc_point_cooccupancy`) on every path, training's
     grouped `predict` and the indexed one, with the weights' gradients (training), the poses'
@@ -665,28 +669,31 @@ def test_fused_kernels_give_the_torch_compositions_logits_and_gradients(cls, mon
     assert calls["pool"] == (0 if cls is LOCC_CROSS else 2)  # the cells' term reads the masks
 
 
-def test_surface_depth_reads_how_deep_each_object_reaches_behind_the_others_cloud():
+@pytest.mark.parametrize("cls", [LOCC_DEPTH, LOCC_DEFAULT])
+def test_surface_depth_reads_how_deep_each_object_reaches_behind_the_others_cloud(cls):
     """The head's two surface-depth inputs are ops.cloud_depth of A into B and of B into A over
-    the radius (depth_radius × the larger point spacing), in the indexed and the grouped paths;
-    differentiable in the poses (the planner's learned cost); refused without the normals."""
-    from contactnet.ops.cloud_depth import cell_starts, cloud_depth
+    the radius (depth_radius × the larger point spacing), in the indexed and the grouped paths,
+    with the co-occupancy term or without it; differentiable in the poses (the planner's learned
+    cost); refused without the normals."""
+    from contactnet.ops.cloud_depth import cloud_depth, sort_by_cell
     from contactnet.models.geometry import frame_into
 
-    net = _small_net(LOCC_DEPTH).double()
+    net = _small_net(cls).double()
     points, normals = _clouds(3, k=300)
     table = net.encode(points.double(), normals.double())
     g = torch.Generator().manual_seed(4)
     ids_a, ids_b = torch.randint(3, (50,), generator=g), torch.randint(3, (50,), generator=g)
     pa, pb = _poses((50,), 5, spread=0.03, dtype=torch.float64), _poses((50,), 6, spread=0.03, dtype=torch.float64)
     projection = net.project_table(table)
-    depth = net._surface_depth(table.points, table.normals, projection.depth_starts, projection.spacing, table.aabb,
-                               ids_a, ids_b, pa, pb)
+    depth = net._surface_depth(projection.depth_points, projection.depth_normals, projection.depth_starts,
+                               projection.spacing, table.aabb, ids_a, ids_b, pa, pb)
     spacing = net._spacing(table)
     radius = net.depth_radius * torch.maximum(spacing[ids_a], spacing[ids_b])
-    starts = cell_starts(table.occupancy)
+    # The op searches DEPTH_GRID³ cells; any other grid gives the same depths.
+    sorted_points, sorted_normals, starts = sort_by_cell(table.points, table.normals, table.aabb, 3)
     for side, (own, other, p_own, p_other) in enumerate(((ids_a, ids_b, pa, pb), (ids_b, ids_a, pb, pa))):
         rotation, translation = (x.contiguous() for x in frame_into(p_own, p_other))
-        want = cloud_depth(table.points, table.normals, starts, own, other, radius, rotation, translation,
+        want = cloud_depth(sorted_points, sorted_normals, starts, own, other, radius, rotation, translation,
                            table.aabb[other].contiguous()) / radius
         torch.testing.assert_close(depth[:, side], want, atol=1e-12, rtol=0)
     assert (depth < 1).any() and (depth.abs() <= 1 + 1e-12).all()

@@ -10,20 +10,15 @@ from hypothesis import given, settings, strategies as st
 from contactnet.data.pairs import random_quaternions
 from contactnet.models.encoder import grid_box
 from contactnet.models.geometry import frame_into
-from contactnet.ops.cloud_depth import SOFTENING, cell_starts, cloud_depth
+from contactnet.ops.cloud_depth import SOFTENING, cloud_depth, sort_by_cell
 
 
 def sorted_clouds(points, normals, m, min_aspect=0.04):
-    """Clouds sorted by the cells of their grid boxes, as ShapeEncoder sorts them: points, normals,
-    boxes (N, 2, 3), starts."""
+    """Clouds sorted by the cells of an m³ grid over their grid boxes: points, normals, boxes
+    (N, 2, 3), starts."""
     aabb = grid_box(torch.stack([points.amin(1), points.amax(1)], 1), min_aspect)
-    lo, hi = aabb[:, 0:1], aabb[:, 1:2]
-    cell = ((points - lo) / (hi - lo).clamp_min(1e-6) * m).long().clamp(0, m - 1)
-    flat = (cell[..., 0] * m + cell[..., 1]) * m + cell[..., 2]
-    order = flat.argsort(dim=1, stable=True)[..., None].expand_as(points)
-    counts = torch.zeros(points.shape[0], m**3, dtype=points.dtype).scatter_add_(1, flat, torch.ones_like(flat,
-                                                                                                          dtype=points.dtype))
-    return points.gather(1, order), normals.gather(1, order), aabb, cell_starts(counts)
+    points, normals, starts = sort_by_cell(points, normals, aabb, m)
+    return points, normals, aabb, starts
 
 
 def reference(points, normals, ids_own, ids_other, radius, rotation, translation, aabb_other, neighbours):
@@ -179,5 +174,30 @@ def test_bad_inputs_name_the_argument():
                                 ({"starts": starts[:, :-2]}, "starts", (ValueError, RuntimeError))):
         with pytest.raises(error, match=name):
             cloud_depth(**{**ok, **change})
-    with pytest.raises(ValueError, match="occupancy"):
-        cell_starts(torch.ones(8))
+    for args, name in (((points[..., :2], normals, aabb, 4), "points"), ((points, normals, aabb[:1], 4), "aabb"),
+                       ((points, normals, aabb, 0), "grid")):
+        with pytest.raises((ValueError, TypeError), match=name):
+            sort_by_cell(*args)
+
+
+def test_sort_by_cell_puts_each_cells_points_in_one_run():
+    """Each point lies in the cell whose run holds it (its box's m³ grid, the box's faces in the
+    edge cells), the runs follow the cells' row-major order, and the points keep their order
+    within a cell; the normals move with their points."""
+    g = torch.Generator().manual_seed(3)
+    points, normals = blobs(3, 200, g)
+    aabb = torch.stack([points.amin(1), points.amax(1)], 1)
+    m = 5
+    p, nrm, starts = sort_by_cell(points, normals, aabb, m)
+    assert starts.dtype == torch.int32 and starts.shape == (3, m**3 + 1)
+    for o in range(3):
+        assert starts[o, 0] == 0 and starts[o, -1] == 200 and (starts[o].diff() >= 0).all()
+        cell = ((p[o] - aabb[o, 0]) * (m / (aabb[o, 1] - aabb[o, 0]))).floor().long().clamp(0, m - 1)
+        flat = (cell[:, 0] * m + cell[:, 1]) * m + cell[:, 2]
+        run = torch.searchsorted(starts[o].long(), torch.arange(200), right=True) - 1
+        assert torch.equal(flat, run)
+        original = [next(i for i in range(200) if torch.equal(points[o, i], x)) for x in p[o]]
+        for c in range(m**3):
+            ids = original[starts[o, c]:starts[o, c + 1]]
+            assert ids == sorted(ids)
+        assert torch.equal(nrm[o], normals[o, original])
