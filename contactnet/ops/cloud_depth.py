@@ -62,9 +62,9 @@ def cloud_depth(points: torch.Tensor, normals: torch.Tensor, starts: torch.Tenso
     cell of an M³ grid over its box; starts (N, M³ + 1) int32 (both from `sort_by_cell`); ids_own,
     ids_other (Q,) integer object ids; radius (Q,): each query's search radius; rotation
     (Q, 3, 3), translation (Q, 3): the own frame into the other's; aabb_other (Q, 2, 3): the
-    other's box (whose cells sort its points); neighbours: cloud
-    points read per own point (1 to 8). One float dtype, one device, contiguous. Differentiable
-    in rotation and translation (the chosen point and neighbours held fixed)."""
+    other's box (whose cells sort its points); neighbours: cloud points read per own point (1 to
+    8). One float dtype, one device, contiguous. Differentiable in rotation and translation (the
+    chosen point and neighbours held fixed)."""
     check_float_tensor(points, "points", (None, None, 3))
     n, k = points.shape[:2]
     check_float_tensor(normals, "normals", (n, k, 3))
