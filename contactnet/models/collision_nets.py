@@ -521,7 +521,7 @@ class LOCC(CollisionNet):
         device = points.device
         ids_a = torch.arange(n_a, device=device).reshape(shape_a).expand(lead).reshape(-1)
         ids_b = (n_a + torch.arange(n_b, device=device)).reshape(shape_b).expand(lead).reshape(-1)
-        depth = self._surface_depth(points, normals, starts, spacing.to(points.dtype), aabb.contiguous(), ids_a, ids_b,
+        depth = self._surface_depth(points, normals, starts, spacing.to(points.dtype), aabb, ids_a, ids_b,
                                     pose_a.expand(*lead, 7).reshape(-1, 7), pose_b.expand(*lead, 7).reshape(-1, 7))
         return depth.reshape(*lead, 2)
 
